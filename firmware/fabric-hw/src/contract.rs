@@ -1,0 +1,713 @@
+//! The fabric contract (`docs/fabric-contract.md`) as types: the shell's
+//! register map, the descriptor formats and their CRCs.
+//!
+//! Registers are typed twice over: by their bitfields (a field of one
+//! register cannot be read from another, thanks to `tock-registers`), and by
+//! their writer ([`Host`] or [`Device`]). Every word has exactly one writer,
+//! so the host side of the code has no way to write a device-owned register,
+//! and the simulator's only way to do so is the explicitly named
+//! [`Reg::device_write`].
+
+use std::marker::PhantomData;
+
+use tock_registers::fields::FieldValue;
+use tock_registers::register_bitfields;
+use tock_registers::{LocalRegisterCopy, RegisterLongName};
+
+use crate::mmio::RegisterWindow;
+
+/// `MAGIC` of a fabricd shell: "FABR".
+pub const MAGIC: u32 = 0x4641_4252;
+/// The major version this crate speaks.
+pub const VERSION_MAJOR: u16 = 1;
+/// The minor version this crate implements (newer minors are accepted).
+pub const VERSION_MINOR: u16 = 0;
+/// Bytes of register window the contract needs (through the last `CTX_CANCEL`).
+pub const WINDOW_LEN: usize = 0x800;
+/// Most PR slots a shell can have.
+pub const MAX_SLOTS: usize = 8;
+/// Most decode contexts per slot.
+pub const MAX_LANES: usize = 32;
+/// Size of a submission descriptor.
+pub const SQE_LEN: usize = 64;
+/// Size of a completion entry.
+pub const CQE_LEN: usize = 32;
+/// `SLOT_SHUTDOWN` value once every AXI channel of a quiesced slot is idle.
+pub const SHUTDOWN_DONE: u32 = 0x0F;
+/// `stop_token` meaning "no stop token".
+pub const NO_STOP_TOKEN: u32 = u32::MAX;
+/// The device compatible string of the shell node.
+pub const SHELL_COMPATIBLE: &str = "fabricd,shell-1.0";
+/// The UIO name of the shell.
+pub const SHELL_UIO_NAME: &str = "fabric-shell";
+
+register_bitfields![u32,
+    pub VERSION [
+        MINOR OFFSET(0) NUMBITS(16) [],
+        MAJOR OFFSET(16) NUMBITS(16) []
+    ],
+    pub CAPS [
+        SLOTS OFFSET(0) NUMBITS(4) [],
+        LANES OFFSET(4) NUMBITS(8) []
+    ],
+    pub CONTROL [
+        ENABLE OFFSET(0) NUMBITS(1) [],
+        IRQ_ENABLE OFFSET(1) NUMBITS(1) []
+    ],
+    pub STATUS [
+        RUNNING OFFSET(0) NUMBITS(1) [],
+        DARK OFFSET(1) NUMBITS(1) [],
+        FAULT OFFSET(2) NUMBITS(1) []
+    ],
+    pub SLOT_STATE [
+        STATE OFFSET(0) NUMBITS(4) [
+            Empty = 0,
+            Loading = 1,
+            Ready = 2,
+            Error = 3
+        ],
+        ERROR OFFSET(8) NUMBITS(8) []
+    ],
+    pub SLOT_CTRL [
+        QUIESCE OFFSET(0) NUMBITS(1) []
+    ]
+];
+
+/// Marker: the host (the daemon) writes this register.
+#[derive(Debug, Clone, Copy)]
+pub enum Host {}
+/// Marker: the device (the fabric, or the simulator) writes this register.
+#[derive(Debug, Clone, Copy)]
+pub enum Device {}
+
+/// A 32-bit register at a fixed offset, with its bitfields `R` and its
+/// writer `W`.
+pub struct Reg<R: RegisterLongName, W> {
+    offset: usize,
+    name: &'static str,
+    _marker: PhantomData<(R, W)>,
+}
+
+impl<R: RegisterLongName, W> std::fmt::Debug for Reg<R, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{:#05x}", self.name, self.offset)
+    }
+}
+
+impl<R: RegisterLongName, W> Clone for Reg<R, W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<R: RegisterLongName, W> Copy for Reg<R, W> {}
+
+impl<R: RegisterLongName, W> Reg<R, W> {
+    const fn at(offset: usize, name: &'static str) -> Self {
+        Reg {
+            offset,
+            name,
+            _marker: PhantomData,
+        }
+    }
+
+    /// Byte offset in the window.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// The register's name in the contract, for error messages.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The raw value.
+    pub fn get(&self, window: &dyn RegisterWindow) -> u32 {
+        window.read32(self.offset)
+    }
+
+    /// The value, decoded by its bitfields.
+    pub fn read(&self, window: &dyn RegisterWindow) -> LocalRegisterCopy<u32, R> {
+        LocalRegisterCopy::new(self.get(window))
+    }
+}
+
+impl<R: RegisterLongName> Reg<R, Host> {
+    /// Writes a raw value.
+    pub fn set(&self, window: &dyn RegisterWindow, value: u32) {
+        window.write32(self.offset, value)
+    }
+
+    /// Writes a value built from fields.
+    pub fn write(&self, window: &dyn RegisterWindow, value: FieldValue<u32, R>) {
+        window.write32(self.offset, value.value)
+    }
+}
+
+impl<R: RegisterLongName> Reg<R, Device> {
+    /// Writes a device-owned register. Only the fabric side (the simulator)
+    /// calls this.
+    pub fn device_write(&self, window: &dyn RegisterWindow, value: u32) {
+        window.write32(self.offset, value)
+    }
+}
+
+type DevU32 = Reg<(), Device>;
+type HostU32 = Reg<(), Host>;
+
+pub const REG_MAGIC: DevU32 = Reg::at(0x000, "MAGIC");
+pub const REG_VERSION: Reg<VERSION::Register, Device> = Reg::at(0x004, "VERSION");
+pub const REG_CAPS: Reg<CAPS::Register, Device> = Reg::at(0x008, "CAPS");
+pub const REG_MAX_PROMPT: DevU32 = Reg::at(0x00C, "MAX_PROMPT");
+pub const REG_MAX_OUTPUT: DevU32 = Reg::at(0x010, "MAX_OUTPUT");
+pub const REG_INTERFACE_ID: DevU32 = Reg::at(0x014, "INTERFACE_ID");
+pub const REG_PREFILL_NS: DevU32 = Reg::at(0x018, "PREFILL_NS");
+pub const REG_DECODE_NS: DevU32 = Reg::at(0x01C, "DECODE_NS");
+pub const REG_CONTROL: Reg<CONTROL::Register, Host> = Reg::at(0x020, "CONTROL");
+pub const REG_STATUS: Reg<STATUS::Register, Device> = Reg::at(0x024, "STATUS");
+pub const REG_SQ_BASE_LO: HostU32 = Reg::at(0x028, "SQ_BASE_LO");
+pub const REG_SQ_BASE_HI: HostU32 = Reg::at(0x02C, "SQ_BASE_HI");
+pub const REG_SQ_ENTRIES: HostU32 = Reg::at(0x030, "SQ_ENTRIES");
+pub const REG_CQ_BASE_LO: HostU32 = Reg::at(0x034, "CQ_BASE_LO");
+pub const REG_CQ_BASE_HI: HostU32 = Reg::at(0x038, "CQ_BASE_HI");
+pub const REG_CQ_ENTRIES: HostU32 = Reg::at(0x03C, "CQ_ENTRIES");
+pub const REG_SQ_TAIL: HostU32 = Reg::at(0x040, "SQ_TAIL");
+pub const REG_SQ_HEAD: DevU32 = Reg::at(0x044, "SQ_HEAD");
+pub const REG_CQ_HEAD: HostU32 = Reg::at(0x048, "CQ_HEAD");
+pub const REG_CQ_TAIL: DevU32 = Reg::at(0x04C, "CQ_TAIL");
+pub const REG_EVENT_SEQ: DevU32 = Reg::at(0x050, "EVENT_SEQ");
+pub const REG_EVENT_ACK: HostU32 = Reg::at(0x054, "EVENT_ACK");
+pub const REG_FAULT_CODE: DevU32 = Reg::at(0x058, "FAULT_CODE");
+pub const REG_CNT_SUBMITTED: DevU32 = Reg::at(0x060, "CNT_SUBMITTED");
+pub const REG_CNT_COMPLETED: DevU32 = Reg::at(0x064, "CNT_COMPLETED");
+pub const REG_CNT_CANCELLED: DevU32 = Reg::at(0x068, "CNT_CANCELLED");
+pub const REG_CNT_ACTIVE: DevU32 = Reg::at(0x06C, "CNT_ACTIVE");
+pub const REG_CNT_TOKENS: DevU32 = Reg::at(0x070, "CNT_TOKENS");
+pub const REG_CNT_ERRORS: DevU32 = Reg::at(0x074, "CNT_ERRORS");
+
+const SLOT_BASE: usize = 0x100;
+const SLOT_STRIDE: usize = 0x40;
+const CANCEL_BASE: usize = 0x400;
+
+/// The registers of PR slot `s`.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotRegs {
+    pub state: Reg<SLOT_STATE::Register, Device>,
+    pub ctrl: Reg<SLOT_CTRL::Register, Host>,
+    pub shutdown: DevU32,
+    pub active: DevU32,
+    pub loads: DevU32,
+    hash_base: usize,
+}
+
+impl SlotRegs {
+    /// The register block of slot `slot` (`slot < MAX_SLOTS`).
+    pub fn of(slot: usize) -> SlotRegs {
+        assert!(slot < MAX_SLOTS, "slot {slot} beyond the contract's {MAX_SLOTS}");
+        let base = SLOT_BASE + SLOT_STRIDE * slot;
+        SlotRegs {
+            state: Reg::at(base, "SLOT_STATE"),
+            ctrl: Reg::at(base + 0x08, "SLOT_CTRL"),
+            shutdown: Reg::at(base + 0x0C, "SLOT_SHUTDOWN"),
+            active: Reg::at(base + 0x10, "SLOT_ACTIVE"),
+            loads: Reg::at(base + 0x14, "SLOT_LOADS"),
+            hash_base: base + 0x20,
+        }
+    }
+
+    /// Word `i` (0..8) of `SLOT_HASH`, big-endian words of the SHA-256.
+    pub fn hash_word(&self, i: usize) -> DevU32 {
+        assert!(i < 8);
+        Reg::at(self.hash_base + 4 * i, "SLOT_HASH")
+    }
+
+    /// The 32-byte SHA-256 the shell reports for the slot.
+    pub fn read_hash(&self, window: &dyn RegisterWindow) -> [u8; 32] {
+        let mut hash = [0u8; 32];
+        for (i, chunk) in hash.chunks_exact_mut(4).enumerate() {
+            chunk.copy_from_slice(&self.hash_word(i).get(window).to_be_bytes());
+        }
+        hash
+    }
+}
+
+/// `CTX_CANCEL[ctx]`.
+pub fn reg_ctx_cancel(ctx: usize) -> HostU32 {
+    assert!(ctx < MAX_SLOTS * MAX_LANES, "context {ctx} beyond the contract");
+    Reg::at(CANCEL_BASE + 4 * ctx, "CTX_CANCEL")
+}
+
+/// A slot's state as the shell reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotState {
+    Empty,
+    Loading,
+    Ready,
+    Error(u8),
+    /// A state value this version of the contract does not define.
+    Unknown(u8),
+}
+
+impl SlotState {
+    /// Decodes a `SLOT_STATE` value.
+    pub fn decode(value: LocalRegisterCopy<u32, SLOT_STATE::Register>) -> SlotState {
+        match value.read_as_enum(SLOT_STATE::STATE) {
+            Some(SLOT_STATE::STATE::Value::Empty) => SlotState::Empty,
+            Some(SLOT_STATE::STATE::Value::Loading) => SlotState::Loading,
+            Some(SLOT_STATE::STATE::Value::Ready) => SlotState::Ready,
+            Some(SLOT_STATE::STATE::Value::Error) => {
+                SlotState::Error(value.read(SLOT_STATE::ERROR) as u8)
+            }
+            None => SlotState::Unknown(value.read(SLOT_STATE::STATE) as u8),
+        }
+    }
+
+    /// Encodes the state as the device writes it.
+    pub fn encode(self) -> u32 {
+        match self {
+            SlotState::Empty => 0,
+            SlotState::Loading => 1,
+            SlotState::Ready => 2,
+            SlotState::Error(code) => 3 | (u32::from(code) << 8),
+            SlotState::Unknown(v) => u32::from(v & 0xF),
+        }
+    }
+
+    /// The name operators see.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SlotState::Empty => "empty",
+            SlotState::Loading => "loading",
+            SlotState::Ready => "ready",
+            SlotState::Error(_) => "error",
+            SlotState::Unknown(_) => "unknown",
+        }
+    }
+}
+
+/// Fault codes in `FAULT_CODE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum FaultCode {
+    None = 0,
+    BadDescriptorCrc = 1,
+    StaleDescriptor = 2,
+    ContextBusy = 3,
+    SlotNotReady = 4,
+    RingMisprogrammed = 5,
+    DecoderFault = 6,
+}
+
+impl FaultCode {
+    /// Decodes a `FAULT_CODE` value.
+    pub fn from_u32(value: u32) -> Option<FaultCode> {
+        Some(match value {
+            0 => FaultCode::None,
+            1 => FaultCode::BadDescriptorCrc,
+            2 => FaultCode::StaleDescriptor,
+            3 => FaultCode::ContextBusy,
+            4 => FaultCode::SlotNotReady,
+            5 => FaultCode::RingMisprogrammed,
+            6 => FaultCode::DecoderFault,
+            _ => return None,
+        })
+    }
+}
+
+/// `opcode` of a generation request.
+pub const OP_GENERATE: u16 = 1;
+/// `flags` bit: post a TOKENS completion per token.
+pub const FLAG_STREAM: u8 = 1;
+
+/// A submission descriptor (contract section 4).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sqe {
+    pub seq: u32,
+    pub opcode: u16,
+    pub slot: u8,
+    pub flags: u8,
+    pub tag: u32,
+    pub ctx: u16,
+    pub prompt_addr: u64,
+    pub prompt_len: u32,
+    pub max_tokens: u32,
+    pub output_addr: u64,
+    pub output_cap: u32,
+    pub temperature: f32,
+    pub seed: u64,
+    pub stop_token: u32,
+}
+
+/// Why a descriptor or completion entry was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DescriptorError {
+    #[error("{what}: CRC {found:#010x} does not match its contents ({expected:#010x})")]
+    Crc {
+        what: &'static str,
+        expected: u32,
+        found: u32,
+    },
+    #[error("{what}: sequence {found} where {expected} was due (a stale entry: a cache sync is missing)")]
+    Stale {
+        what: &'static str,
+        expected: u32,
+        found: u32,
+    },
+    #[error("{what}: field {field} holds {value}, which the contract does not define")]
+    Field {
+        what: &'static str,
+        field: &'static str,
+        value: u32,
+    },
+}
+
+fn crc(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
+}
+
+fn le_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from(le_u32(b, at)) | (u64::from(le_u32(b, at + 4)) << 32)
+}
+
+impl Sqe {
+    /// The 64 bytes the host writes into the ring, CRC included.
+    pub fn encode(&self) -> [u8; SQE_LEN] {
+        let mut b = [0u8; SQE_LEN];
+        b[0..4].copy_from_slice(&self.seq.to_le_bytes());
+        b[4..6].copy_from_slice(&self.opcode.to_le_bytes());
+        b[6] = self.slot;
+        b[7] = self.flags;
+        b[8..12].copy_from_slice(&self.tag.to_le_bytes());
+        b[12..14].copy_from_slice(&self.ctx.to_le_bytes());
+        b[16..24].copy_from_slice(&self.prompt_addr.to_le_bytes());
+        b[24..28].copy_from_slice(&self.prompt_len.to_le_bytes());
+        b[28..32].copy_from_slice(&self.max_tokens.to_le_bytes());
+        b[32..40].copy_from_slice(&self.output_addr.to_le_bytes());
+        b[40..44].copy_from_slice(&self.output_cap.to_le_bytes());
+        b[44..48].copy_from_slice(&self.temperature.to_bits().to_le_bytes());
+        b[48..56].copy_from_slice(&self.seed.to_le_bytes());
+        b[56..60].copy_from_slice(&self.stop_token.to_le_bytes());
+        let sum = crc(&b[..60]);
+        b[60..64].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// Decodes a descriptor read from slot `expected_seq` of the ring,
+    /// checking its CRC and its sequence number.
+    pub fn decode(b: &[u8; SQE_LEN], expected_seq: u32) -> Result<Sqe, DescriptorError> {
+        let stored = le_u32(b, 60);
+        let computed = crc(&b[..60]);
+        let seq = le_u32(b, 0);
+        if stored != computed {
+            // An all-zero entry (never written, or written but not flushed)
+            // fails its CRC too; call it what it most likely is.
+            if seq != expected_seq && b.iter().all(|&x| x == 0) {
+                return Err(DescriptorError::Stale {
+                    what: "submission descriptor",
+                    expected: expected_seq,
+                    found: seq,
+                });
+            }
+            return Err(DescriptorError::Crc {
+                what: "submission descriptor",
+                expected: computed,
+                found: stored,
+            });
+        }
+        if seq != expected_seq {
+            return Err(DescriptorError::Stale {
+                what: "submission descriptor",
+                expected: expected_seq,
+                found: seq,
+            });
+        }
+        Ok(Sqe {
+            seq,
+            opcode: le_u16(b, 4),
+            slot: b[6],
+            flags: b[7],
+            tag: le_u32(b, 8),
+            ctx: le_u16(b, 12),
+            prompt_addr: le_u64(b, 16),
+            prompt_len: le_u32(b, 24),
+            max_tokens: le_u32(b, 28),
+            output_addr: le_u64(b, 32),
+            output_cap: le_u32(b, 40),
+            temperature: f32::from_bits(le_u32(b, 44)),
+            seed: le_u64(b, 48),
+            stop_token: le_u32(b, 56),
+        })
+    }
+}
+
+/// `kind` of a completion entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CqeKind {
+    /// Progress: more tokens were written.
+    Tokens = 1,
+    /// The request is over; the context is free.
+    Done = 2,
+}
+
+/// `status` of a completion entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CqeStatus {
+    Ok = 0,
+    Cancelled = 1,
+    BadDescriptor = 2,
+    SlotNotReady = 3,
+    Fault = 4,
+    StaleDescriptor = 5,
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    None = 0,
+    /// `max_tokens` reached.
+    Length = 1,
+    /// The stop (end-of-text) token was produced.
+    Stop = 2,
+}
+
+/// A completion entry (contract section 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cqe {
+    pub seq: u32,
+    pub tag: u32,
+    pub ctx: u16,
+    pub kind: CqeKind,
+    pub status: CqeStatus,
+    pub n_tokens: u32,
+    pub crc: u32,
+    pub fabric_us: u32,
+    pub finish: Finish,
+}
+
+impl Cqe {
+    /// The 32 bytes the device writes into the ring, CRC included.
+    pub fn encode(&self) -> [u8; CQE_LEN] {
+        let mut b = [0u8; CQE_LEN];
+        b[0..4].copy_from_slice(&self.seq.to_le_bytes());
+        b[4..8].copy_from_slice(&self.tag.to_le_bytes());
+        b[8..10].copy_from_slice(&self.ctx.to_le_bytes());
+        b[10] = self.kind as u8;
+        b[11] = self.status as u8;
+        b[12..16].copy_from_slice(&self.n_tokens.to_le_bytes());
+        b[16..20].copy_from_slice(&self.crc.to_le_bytes());
+        b[20..24].copy_from_slice(&self.fabric_us.to_le_bytes());
+        b[24] = self.finish as u8;
+        let sum = crc(&b[..28]);
+        b[28..32].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// Decodes the entry read from slot `expected_seq` of the ring.
+    pub fn decode(b: &[u8; CQE_LEN], expected_seq: u32) -> Result<Cqe, DescriptorError> {
+        let seq = le_u32(b, 0);
+        let stored = le_u32(b, 28);
+        let computed = crc(&b[..28]);
+        // A stale entry is an intact old one: check the sequence first so
+        // the error says what is really wrong.
+        if stored == computed && seq != expected_seq {
+            return Err(DescriptorError::Stale {
+                what: "completion entry",
+                expected: expected_seq,
+                found: seq,
+            });
+        }
+        if stored != computed {
+            if b.iter().all(|&x| x == 0) {
+                return Err(DescriptorError::Stale {
+                    what: "completion entry",
+                    expected: expected_seq,
+                    found: 0,
+                });
+            }
+            return Err(DescriptorError::Crc {
+                what: "completion entry",
+                expected: computed,
+                found: stored,
+            });
+        }
+        let kind = match b[10] {
+            1 => CqeKind::Tokens,
+            2 => CqeKind::Done,
+            v => {
+                return Err(DescriptorError::Field {
+                    what: "completion entry",
+                    field: "kind",
+                    value: v.into(),
+                })
+            }
+        };
+        let status = match b[11] {
+            0 => CqeStatus::Ok,
+            1 => CqeStatus::Cancelled,
+            2 => CqeStatus::BadDescriptor,
+            3 => CqeStatus::SlotNotReady,
+            4 => CqeStatus::Fault,
+            5 => CqeStatus::StaleDescriptor,
+            v => {
+                return Err(DescriptorError::Field {
+                    what: "completion entry",
+                    field: "status",
+                    value: v.into(),
+                })
+            }
+        };
+        let finish = match b[24] {
+            0 => Finish::None,
+            1 => Finish::Length,
+            2 => Finish::Stop,
+            v => {
+                return Err(DescriptorError::Field {
+                    what: "completion entry",
+                    field: "finish",
+                    value: v.into(),
+                })
+            }
+        };
+        Ok(Cqe {
+            seq,
+            tag: le_u32(b, 4),
+            ctx: le_u16(b, 8),
+            kind,
+            status,
+            n_tokens: le_u32(b, 12),
+            crc: le_u32(b, 16),
+            fabric_us: le_u32(b, 20),
+            finish,
+        })
+    }
+}
+
+/// The CRC of output tokens, as the device computes it for a DONE entry:
+/// CRC-32 over the tokens' little-endian bytes.
+pub fn tokens_crc(tokens: &[u32]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    for t in tokens {
+        hasher.update(&t.to_le_bytes());
+    }
+    hasher.finalize()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mmio::MemWindow;
+    use proptest::prelude::*;
+
+    fn sqe_strategy() -> impl Strategy<Value = Sqe> {
+        (
+            any::<u32>(),
+            any::<(u8, u8, u32, u16)>(),
+            any::<(u64, u32, u32, u64, u32)>(),
+            (0.0f32..4.0, any::<u64>(), any::<u32>()),
+        )
+            .prop_map(|(seq, (slot, flags, tag, ctx), (pa, pl, mt, oa, oc), (t, s, st))| Sqe {
+                seq,
+                opcode: OP_GENERATE,
+                slot,
+                flags,
+                tag,
+                ctx,
+                prompt_addr: pa,
+                prompt_len: pl,
+                max_tokens: mt,
+                output_addr: oa,
+                output_cap: oc,
+                temperature: t,
+                seed: s,
+                stop_token: st,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn sqe_round_trips(sqe in sqe_strategy()) {
+            let bytes = sqe.encode();
+            prop_assert_eq!(Sqe::decode(&bytes, sqe.seq), Ok(sqe));
+        }
+
+        #[test]
+        fn any_flipped_bit_is_caught(sqe in sqe_strategy(), bit in 0usize..(SQE_LEN * 8)) {
+            let mut bytes = sqe.encode();
+            bytes[bit / 8] ^= 1 << (bit % 8);
+            prop_assert!(Sqe::decode(&bytes, sqe.seq).is_err());
+        }
+
+        #[test]
+        fn cqe_round_trips(seq: u32, tag: u32, ctx: u16, n: u32, c: u32, us: u32) {
+            let cqe = Cqe { seq, tag, ctx, kind: CqeKind::Done, status: CqeStatus::Ok,
+                n_tokens: n, crc: c, fabric_us: us, finish: Finish::Length };
+            prop_assert_eq!(Cqe::decode(&cqe.encode(), seq), Ok(cqe));
+        }
+
+        #[test]
+        fn garbage_completion_is_refused(bytes in proptest::array::uniform32(any::<u8>()), seq: u32) {
+            // Random bytes pass the CRC with probability 2^-32; either way the
+            // decoder must not panic, and an accepted entry must carry `seq`.
+            if let Ok(cqe) = Cqe::decode(&bytes, seq) {
+                prop_assert_eq!(cqe.seq, seq);
+            }
+        }
+    }
+
+    #[test]
+    fn an_old_entry_reads_as_stale() {
+        let sqe = Sqe {
+            seq: 3,
+            opcode: OP_GENERATE,
+            slot: 0,
+            flags: 0,
+            tag: 9,
+            ctx: 1,
+            prompt_addr: 0x1000,
+            prompt_len: 4,
+            max_tokens: 8,
+            output_addr: 0x2000,
+            output_cap: 8,
+            temperature: 0.0,
+            seed: 1,
+            stop_token: NO_STOP_TOKEN,
+        };
+        let err = Sqe::decode(&sqe.encode(), 3 + 256).expect_err("stale");
+        assert!(matches!(err, DescriptorError::Stale { expected: 259, found: 3, .. }));
+        let err = Sqe::decode(&[0u8; SQE_LEN], 7).expect_err("zero");
+        assert!(matches!(err, DescriptorError::Stale { .. }), "{err}");
+    }
+
+    #[test]
+    fn typed_registers_decode_their_fields() {
+        let w = MemWindow::new(WINDOW_LEN);
+        REG_CAPS.device_write(&w, 2 | (4 << 4));
+        let caps = REG_CAPS.read(&w);
+        assert_eq!(caps.read(CAPS::SLOTS), 2);
+        assert_eq!(caps.read(CAPS::LANES), 4);
+        REG_CONTROL.write(&w, CONTROL::ENABLE::SET + CONTROL::IRQ_ENABLE::SET);
+        assert_eq!(REG_CONTROL.get(&w), 3);
+        let slot = SlotRegs::of(1);
+        slot.state.device_write(&w, SlotState::Error(7).encode());
+        assert_eq!(SlotState::decode(slot.state.read(&w)), SlotState::Error(7));
+        assert_eq!(slot.state.offset(), 0x140);
+        assert_eq!(reg_ctx_cancel(5).offset(), 0x414);
+        for (i, word) in [0x0102_0304u32, 0x0506_0708].iter().enumerate() {
+            slot.hash_word(i).device_write(&w, *word);
+        }
+        assert_eq!(&slot.read_hash(&w)[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+    }
+
+    #[test]
+    fn the_last_register_fits_the_window() {
+        let last = reg_ctx_cancel(MAX_SLOTS * MAX_LANES - 1);
+        assert!(last.offset() + 4 <= WINDOW_LEN);
+        assert!(SlotRegs::of(MAX_SLOTS - 1).hash_word(7).offset() < 0x400);
+    }
+}

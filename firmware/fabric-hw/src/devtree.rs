@@ -1,0 +1,479 @@
+//! The device tree: the live tree, blobs, and discovery of the fabric.
+//!
+//! Two sources, one model ([`DtNode`]):
+//! - the live tree, `/proc/device-tree`: one directory per node, one file per
+//!   property with the raw big-endian bytes. It includes overlays applied
+//!   after boot, so it is the only place that says which PR overlay is live
+//!   (`/sys/firmware/fdt` is the blob the kernel booted with and never shows
+//!   an overlay);
+//! - `.dtb`/`.dtbo` blobs, parsed with the `fdt` crate.
+//!
+//! [`discover`] finds the shell, its PR slots and its DMA buffer, and says
+//! precisely what it expected when something is missing.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::contract::{MAX_SLOTS, SHELL_COMPATIBLE};
+
+/// Why a device tree could not be read or did not describe a fabric.
+#[derive(Debug, thiserror::Error)]
+pub enum DtError {
+    #[error("reading the device tree at {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path}: not a valid flattened device tree: {reason}")]
+    Blob { path: PathBuf, reason: String },
+    #[error("device tree {source_name}: no {what} (expected {expected})")]
+    Missing {
+        source_name: String,
+        what: &'static str,
+        expected: &'static str,
+    },
+    #[error("device tree node {node}: property {property} {problem}")]
+    BadProperty {
+        node: String,
+        property: &'static str,
+        problem: String,
+    },
+}
+
+/// A device-tree node with its properties and children.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DtNode {
+    /// The node name with its unit address (`fpga-region@0`); empty for `/`.
+    pub name: String,
+    /// The full path (`/amba/fpga-region@0`).
+    pub path: String,
+    pub props: BTreeMap<String, Vec<u8>>,
+    pub children: Vec<DtNode>,
+}
+
+impl DtNode {
+    /// Reads a tree laid out as `/proc/device-tree` is.
+    pub fn from_dir(dir: &Path) -> Result<DtNode, DtError> {
+        Self::read_dir(dir, String::new(), "/".to_owned())
+    }
+
+    fn read_dir(dir: &Path, name: String, path: String) -> Result<DtNode, DtError> {
+        let err = |source| DtError::Read {
+            path: dir.to_owned(),
+            source,
+        };
+        let mut node = DtNode {
+            name,
+            path,
+            ..DtNode::default()
+        };
+        let mut entries: Vec<_> = fs::read_dir(dir)
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let file_name = entry.file_name().to_string_lossy().into_owned();
+            let entry_path = entry.path();
+            if entry_path.is_dir() {
+                let child_path = if node.path == "/" {
+                    format!("/{file_name}")
+                } else {
+                    format!("{}/{file_name}", node.path)
+                };
+                node.children
+                    .push(Self::read_dir(&entry_path, file_name, child_path)?);
+            } else {
+                let value = fs::read(&entry_path).map_err(|source| DtError::Read {
+                    path: entry_path.clone(),
+                    source,
+                })?;
+                node.props.insert(file_name, value);
+            }
+        }
+        Ok(node)
+    }
+
+    /// Parses a `.dtb` or `.dtbo` blob.
+    pub fn from_blob(bytes: &[u8], path: &Path) -> Result<DtNode, DtError> {
+        let fdt = fdt::Fdt::new(bytes).map_err(|e| DtError::Blob {
+            path: path.to_owned(),
+            reason: format!("{e:?}"),
+        })?;
+        let root = fdt.find_node("/").ok_or_else(|| DtError::Blob {
+            path: path.to_owned(),
+            reason: "no root node".into(),
+        })?;
+        Ok(Self::from_fdt_node(root, String::new(), "/".to_owned()))
+    }
+
+    fn from_fdt_node(node: fdt::node::FdtNode<'_, '_>, name: String, path: String) -> DtNode {
+        let mut out = DtNode {
+            name,
+            path,
+            ..DtNode::default()
+        };
+        for prop in node.properties() {
+            out.props.insert(prop.name.to_owned(), prop.value.to_vec());
+        }
+        for child in node.children() {
+            let child_name = child.name.to_owned();
+            let child_path = if out.path == "/" {
+                format!("/{child_name}")
+            } else {
+                format!("{}/{child_name}", out.path)
+            };
+            out.children
+                .push(Self::from_fdt_node(child, child_name, child_path));
+        }
+        out
+    }
+
+    /// Writes the tree as the kernel shows it under `/proc/device-tree`.
+    pub fn write_dir(&self, dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir)?;
+        for (name, value) in &self.props {
+            fs::write(dir.join(name), value)?;
+        }
+        for child in &self.children {
+            child.write_dir(&dir.join(&child.name))?;
+        }
+        Ok(())
+    }
+
+    /// Every node of the tree, depth first.
+    pub fn walk(&self) -> Vec<&DtNode> {
+        let mut out = vec![self];
+        for child in &self.children {
+            out.extend(child.walk());
+        }
+        out
+    }
+
+    /// The node at `path`.
+    pub fn find(&self, path: &str) -> Option<&DtNode> {
+        self.walk().into_iter().find(|n| n.path == path)
+    }
+
+    /// The node name without its unit address.
+    pub fn base_name(&self) -> &str {
+        self.name.split('@').next().unwrap_or(&self.name)
+    }
+
+    /// The strings of a string-list property (`compatible`).
+    pub fn strings(&self, prop: &str) -> Vec<&str> {
+        match self.props.get(prop) {
+            Some(v) => v
+                .split(|&b| b == 0)
+                .filter(|s| !s.is_empty())
+                .filter_map(|s| std::str::from_utf8(s).ok())
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Whether `compatible` lists `compat`.
+    pub fn is_compatible(&self, compat: &str) -> bool {
+        self.strings("compatible").contains(&compat)
+    }
+
+    /// A single-string property.
+    pub fn string(&self, prop: &'static str) -> Result<Option<String>, DtError> {
+        let Some(value) = self.props.get(prop) else {
+            return Ok(None);
+        };
+        let trimmed = value.strip_suffix(&[0]).unwrap_or(value);
+        match std::str::from_utf8(trimmed) {
+            Ok(s) if !s.contains('\0') => Ok(Some(s.to_owned())),
+            _ => Err(self.bad(prop, "is not a single string")),
+        }
+    }
+
+    /// A `u32` property (one cell).
+    pub fn u32(&self, prop: &'static str) -> Result<Option<u32>, DtError> {
+        match self.props.get(prop) {
+            None => Ok(None),
+            Some(v) if v.len() == 4 => Ok(Some(u32::from_be_bytes([v[0], v[1], v[2], v[3]]))),
+            Some(v) => Err(self.bad(prop, &format!("is {} bytes, expected one 4-byte cell", v.len()))),
+        }
+    }
+
+    /// A size: one or two cells.
+    pub fn u64_cells(&self, prop: &'static str) -> Result<Option<u64>, DtError> {
+        match self.props.get(prop) {
+            None => Ok(None),
+            Some(v) if v.len() == 4 => Ok(Some(u64::from(u32::from_be_bytes([v[0], v[1], v[2], v[3]])))),
+            Some(v) if v.len() == 8 => {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(v);
+                Ok(Some(u64::from_be_bytes(b)))
+            }
+            Some(v) => Err(self.bad(prop, &format!("is {} bytes, expected one or two cells", v.len()))),
+        }
+    }
+
+    /// Whether a boolean (empty) property is present.
+    pub fn flag(&self, prop: &str) -> bool {
+        self.props.contains_key(prop)
+    }
+
+    fn bad(&self, property: &'static str, problem: &str) -> DtError {
+        DtError::BadProperty {
+            node: self.path.clone(),
+            property,
+            problem: problem.to_owned(),
+        }
+    }
+
+    /// Sets a string property.
+    pub fn set_string(&mut self, prop: &str, value: &str) {
+        let mut bytes = value.as_bytes().to_vec();
+        bytes.push(0);
+        self.props.insert(prop.to_owned(), bytes);
+    }
+
+    /// Sets a string-list property.
+    pub fn set_strings(&mut self, prop: &str, values: &[&str]) {
+        let mut bytes = Vec::new();
+        for v in values {
+            bytes.extend_from_slice(v.as_bytes());
+            bytes.push(0);
+        }
+        self.props.insert(prop.to_owned(), bytes);
+    }
+
+    /// Sets a property of `u32` cells.
+    pub fn set_cells(&mut self, prop: &str, cells: &[u32]) {
+        let bytes = cells.iter().flat_map(|c| c.to_be_bytes()).collect();
+        self.props.insert(prop.to_owned(), bytes);
+    }
+
+    /// Sets an empty (boolean) property.
+    pub fn set_flag(&mut self, prop: &str) {
+        self.props.insert(prop.to_owned(), Vec::new());
+    }
+
+    /// Adds a child named `name` and returns it.
+    pub fn add_child(&mut self, name: &str) -> &mut DtNode {
+        let path = if self.path == "/" {
+            format!("/{name}")
+        } else {
+            format!("{}/{name}", self.path)
+        };
+        self.children.push(DtNode {
+            name: name.to_owned(),
+            path,
+            ..DtNode::default()
+        });
+        let last = self.children.len() - 1;
+        &mut self.children[last]
+    }
+}
+
+/// The static shell's node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellNode {
+    pub path: String,
+    /// The UIO device name: `linux,uio-name`, else the node name.
+    pub uio_name: String,
+    /// The FPGA part the design was built for.
+    pub part: String,
+    /// The static region's interface id; partial images must match it.
+    pub interface_id: u32,
+}
+
+/// A PR slot's `fpga-region` node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotNode {
+    pub index: u8,
+    pub path: String,
+    /// `firmware-name`, when an overlay has programmed the region.
+    pub firmware_name: Option<String>,
+    pub partial: bool,
+}
+
+/// The u-dma-buf node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DmaNode {
+    pub path: String,
+    pub device_name: String,
+    pub size: u64,
+}
+
+/// What the device tree says about the fabric.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    pub shell: ShellNode,
+    pub slots: Vec<SlotNode>,
+    pub dma: DmaNode,
+}
+
+/// Finds the shell, the PR slots and the DMA buffer in `tree`; `source_name`
+/// (a path) goes into errors.
+pub fn discover(tree: &DtNode, source_name: &str) -> Result<Topology, DtError> {
+    let missing = |what, expected| DtError::Missing {
+        source_name: source_name.to_owned(),
+        what,
+        expected,
+    };
+    let nodes = tree.walk();
+
+    let shell = nodes
+        .iter()
+        .find(|n| n.is_compatible(SHELL_COMPATIBLE))
+        .ok_or_else(|| missing("shell node", "a node with compatible = \"fabricd,shell-1.0\", \"generic-uio\""))?;
+    if !shell.is_compatible("generic-uio") {
+        return Err(DtError::BadProperty {
+            node: shell.path.clone(),
+            property: "compatible",
+            problem: "lacks \"generic-uio\", so uio_pdrv_genirq will not bind it".into(),
+        });
+    }
+    let uio_name = match shell.string("linux,uio-name")? {
+        Some(name) => name,
+        None => shell.base_name().to_owned(),
+    };
+    let part = shell
+        .string("fabricd,part")?
+        .ok_or_else(|| shell.bad("fabricd,part", "is missing (the FPGA part, e.g. \"xczu5ev-sfvc784-2-i\")"))?;
+    let interface_id = shell
+        .u32("fabricd,interface-id")?
+        .ok_or_else(|| shell.bad("fabricd,interface-id", "is missing (the static region's interface id)"))?;
+
+    let mut slots = Vec::new();
+    for node in nodes.iter().filter(|n| n.is_compatible("fpga-region")) {
+        let Some(index) = node.u32("fabricd,slot")? else {
+            continue; // the full-device region, or a region that is not ours
+        };
+        if index as usize >= MAX_SLOTS {
+            return Err(node.bad("fabricd,slot", &format!("is {index}, the contract allows at most {MAX_SLOTS} slots")));
+        }
+        slots.push(SlotNode {
+            index: index as u8,
+            path: node.path.clone(),
+            firmware_name: node.string("firmware-name")?,
+            partial: node.flag("partial-fpga-config"),
+        });
+    }
+    if slots.is_empty() {
+        return Err(missing("PR slot", "fpga-region nodes with a fabricd,slot property"));
+    }
+    slots.sort_by_key(|s| s.index);
+    for (i, slot) in slots.iter().enumerate() {
+        if usize::from(slot.index) != i {
+            return Err(DtError::BadProperty {
+                node: slot.path.clone(),
+                property: "fabricd,slot",
+                problem: format!("is {}, but slots must be numbered 0..{} without gaps or repeats", slot.index, slots.len()),
+            });
+        }
+    }
+
+    let dma = nodes
+        .iter()
+        .find(|n| n.is_compatible("ikwzm,u-dma-buf"))
+        .ok_or_else(|| missing("DMA buffer", "a node with compatible = \"ikwzm,u-dma-buf\""))?;
+    let device_name = dma
+        .string("device-name")?
+        .ok_or_else(|| dma.bad("device-name", "is missing"))?;
+    let size = dma
+        .u64_cells("size")?
+        .ok_or_else(|| dma.bad("size", "is missing"))?;
+
+    Ok(Topology {
+        shell: ShellNode {
+            path: shell.path.clone(),
+            uio_name,
+            part,
+            interface_id,
+        },
+        slots,
+        dma: DmaNode {
+            path: dma.path.clone(),
+            device_name,
+            size,
+        },
+    })
+}
+
+/// Reads the live tree under `dir` (normally `/proc/device-tree`) and
+/// discovers the fabric in it.
+pub fn discover_live(dir: &Path) -> Result<Topology, DtError> {
+    let tree = DtNode::from_dir(dir)?;
+    discover(&tree, &dir.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn sample_tree(slots: u32) -> DtNode {
+        let mut root = DtNode {
+            path: "/".into(),
+            ..DtNode::default()
+        };
+        root.set_string("model", "test board");
+        let amba = root.add_child("amba_pl@0");
+        let shell = amba.add_child("fabric-shell@a0000000");
+        shell.set_strings("compatible", &[SHELL_COMPATIBLE, "generic-uio"]);
+        shell.set_string("fabricd,part", "xczu5ev-sfvc784-2-i");
+        shell.set_cells("fabricd,interface-id", &[0x5eed_0001]);
+        for s in 0..slots {
+            let region = amba.add_child(&format!("fpga-region@{s}"));
+            region.set_strings("compatible", &["fpga-region"]);
+            region.set_cells("fabricd,slot", &[s]);
+        }
+        let dma = amba.add_child("udmabuf@0");
+        dma.set_strings("compatible", &["ikwzm,u-dma-buf"]);
+        dma.set_string("device-name", "udmabuf-fabric");
+        dma.set_cells("size", &[0x0040_0000]);
+        root
+    }
+
+    #[test]
+    fn discovers_through_a_written_live_tree() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        sample_tree(2).write_dir(dir.path()).expect("write");
+        let topo = discover_live(dir.path()).expect("discover");
+        assert_eq!(topo.shell.uio_name, "fabric-shell");
+        assert_eq!(topo.shell.path, "/amba_pl@0/fabric-shell@a0000000");
+        assert_eq!(topo.shell.interface_id, 0x5eed_0001);
+        assert_eq!(topo.slots.len(), 2);
+        assert_eq!(topo.slots[1].path, "/amba_pl@0/fpga-region@1");
+        assert_eq!(topo.dma.device_name, "udmabuf-fabric");
+        assert_eq!(topo.dma.size, 0x40_0000);
+    }
+
+    #[test]
+    fn uio_name_property_wins() {
+        let mut tree = sample_tree(1);
+        let shell = tree.children[0]
+            .children
+            .iter_mut()
+            .find(|n| n.name.starts_with("fabric-shell"))
+            .expect("shell");
+        shell.set_string("linux,uio-name", "shell0");
+        assert_eq!(discover(&tree, "t").expect("ok").shell.uio_name, "shell0");
+    }
+
+    #[test]
+    fn missing_pieces_are_named() {
+        let mut tree = sample_tree(1);
+        tree.children[0].children.retain(|n| !n.name.starts_with("udmabuf"));
+        let err = discover(&tree, "/proc/device-tree").expect_err("no dma");
+        assert!(err.to_string().contains("ikwzm,u-dma-buf"), "{err}");
+
+        let tree = DtNode::default();
+        let err = discover(&tree, "/proc/device-tree").expect_err("nothing");
+        assert!(err.to_string().contains("fabricd,shell-1.0"), "{err}");
+
+        let mut tree = sample_tree(2);
+        tree.children[0].children[2].set_cells("fabricd,slot", &[0]);
+        let err = discover(&tree, "t").expect_err("duplicate slot");
+        assert!(err.to_string().contains("without gaps or repeats"), "{err}");
+
+        let mut tree = sample_tree(1);
+        tree.children[0].children[0].props.insert("fabricd,interface-id".into(), vec![1, 2]);
+        let err = discover(&tree, "t").expect_err("short cell");
+        assert!(err.to_string().contains("fabricd,interface-id"), "{err}");
+    }
+}

@@ -1,0 +1,426 @@
+//! Shared DDR through u-dma-buf.
+//!
+//! The buffer is physically contiguous; its physical address (sysfs
+//! `phys_addr`) goes into descriptors, the mapping of `/dev/udmabufN` is how
+//! the CPU reads and writes it. Unless the buffer is DMA-coherent, the mapping
+//! is cached and needs explicit maintenance:
+//!
+//! - after the CPU writes and before the device reads: [`DmaBuf::sync_for_device`]
+//!   (clean the cache lines to DDR);
+//! - after the device writes and before the CPU reads: [`DmaBuf::sync_for_cpu`]
+//!   (invalidate the cache lines).
+//!
+//! Each sync is one write of u-dma-buf's packed command (offset in bits
+//! 63..32, size in bits 31..4, direction in bits 3..2, bit 0 set) to the
+//! `sync_for_device` or `sync_for_cpu` attribute, so no other writer can
+//! change the range between setting it and triggering it. The driver clears
+//! the attribute to 0 once the maintenance is done; on a real kernel that has
+//! already happened when `write()` returns, and the simulator, which answers
+//! asynchronously, clears it when it has copied the range. Reading the
+//! attribute back until it reads 0 works on both.
+//!
+//! Every range is widened to whole 64-byte cache lines. The regions of the
+//! contract's layout are each written by one side only, so widening never
+//! invalidates a line holding the other side's data.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::root::Root;
+use crate::sysfs::{self, SysfsError};
+
+/// Cache-line size that every sync range is widened to.
+pub const CACHE_LINE: u64 = 64;
+/// How long a sync may take before the buffer is declared stuck.
+pub const SYNC_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a DMA buffer could not be opened, accessed or synchronised.
+#[derive(Debug, thiserror::Error)]
+pub enum DmaError {
+    #[error(transparent)]
+    Sysfs(#[from] SysfsError),
+    #[error("opening {path}: {source}")]
+    Open { path: PathBuf, source: io::Error },
+    #[error("mapping {size} bytes of {path}: {source}")]
+    Map {
+        path: PathBuf,
+        size: u64,
+        source: io::Error,
+    },
+    #[error("{path}: a buffer of {size} bytes does not fit this machine's address space")]
+    TooLarge { path: PathBuf, size: u64 },
+    #[error("{what}: bytes {offset}..{end} are outside the {size}-byte buffer {path}")]
+    OutOfRange {
+        what: &'static str,
+        path: PathBuf,
+        offset: u64,
+        end: u64,
+        size: u64,
+    },
+    #[error("writing sync command {command:#x} to {path}: {source}")]
+    SyncWrite {
+        path: PathBuf,
+        command: u64,
+        source: io::Error,
+    },
+    #[error("{path} still reads {value:#x} {waited_ms} ms after the sync was requested")]
+    SyncTimeout {
+        path: PathBuf,
+        value: u64,
+        waited_ms: u128,
+    },
+}
+
+/// The direction of a cache sync, as u-dma-buf numbers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncDirection {
+    /// The CPU wrote, the device will read.
+    ToDevice = 1,
+    /// The device wrote, the CPU will read.
+    FromDevice = 2,
+}
+
+/// An open, mapped u-dma-buf buffer. Unmapped on drop.
+#[derive(Debug)]
+pub struct DmaBuf {
+    name: String,
+    dev_path: PathBuf,
+    phys_addr: u64,
+    size: u64,
+    coherent: bool,
+    map: MmapRaw,
+    sync_for_cpu: SyncAttr,
+    sync_for_device: SyncAttr,
+}
+
+#[derive(Debug)]
+struct SyncAttr {
+    path: PathBuf,
+    file: File,
+}
+
+impl SyncAttr {
+    fn open(path: PathBuf) -> Result<SyncAttr, DmaError> {
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|source| DmaError::Open {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(SyncAttr { path, file })
+    }
+
+    /// Writes `command` and waits until the attribute reads 0 again.
+    fn run(&self, command: u64) -> Result<(), DmaError> {
+        let text = format!("{command:#x}\n");
+        self.file
+            .write_at(text.as_bytes(), 0)
+            .map_err(|source| DmaError::SyncWrite {
+                path: self.path.clone(),
+                command,
+                source,
+            })?;
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let value = self.read()?;
+            if value == 0 {
+                return Ok(());
+            }
+            let waited = start.elapsed();
+            if waited > SYNC_TIMEOUT {
+                return Err(DmaError::SyncTimeout {
+                    path: self.path.clone(),
+                    value,
+                    waited_ms: waited.as_millis(),
+                });
+            }
+            // Only the simulator ever gets here. Yield first (its sync
+            // thread wants this core), then back off.
+            spins += 1;
+            if spins < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+    }
+
+    fn read(&self) -> Result<u64, DmaError> {
+        let mut buf = [0u8; 32];
+        let len = self
+            .file
+            .read_at(&mut buf, 0)
+            .map_err(|source| SysfsError::Read {
+                path: self.path.clone(),
+                source,
+            })?;
+        let text = String::from_utf8_lossy(&buf[..len]);
+        let text = text.trim_end_matches(['\n', '\0']);
+        // An empty read is a writer caught between truncate and write (only
+        // on the simulator's regular file): not done yet.
+        if text.trim().is_empty() {
+            return Ok(u64::MAX);
+        }
+        sysfs::parse_u64(text).ok_or_else(|| {
+            DmaError::Sysfs(SysfsError::Parse {
+                path: self.path.clone(),
+                expected: "a sync command value",
+                found: text.to_owned(),
+            })
+        })
+    }
+}
+
+impl DmaBuf {
+    /// Opens and maps the buffer whose device name is `name`
+    /// (`/dev/<name>`, `/sys/class/u-dma-buf/<name>`).
+    pub fn open(root: &Root, name: &str) -> Result<DmaBuf, DmaError> {
+        let sys = root.udmabuf_class().join(name);
+        let phys_addr = sysfs::read_u64(&sys.join("phys_addr"))?;
+        let size = sysfs::read_u64(&sys.join("size"))?;
+        // Kernels before 4.20 lack `dma_coherent`; treat them as non-coherent,
+        // which is always safe.
+        let coherent = match sysfs::read_u64(&sys.join("dma_coherent")) {
+            Ok(v) => v != 0,
+            Err(SysfsError::Read { .. }) => false,
+            Err(e) => return Err(e.into()),
+        };
+        let dev_path = root.dev(name);
+        let len = usize::try_from(size).map_err(|_| DmaError::TooLarge {
+            path: dev_path.clone(),
+            size,
+        })?;
+        // Opened without O_SYNC: the mapping is cached and we do the
+        // maintenance, which is much faster for the arenas than uncached
+        // access.
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .open(&dev_path)
+            .map_err(|source| DmaError::Open {
+                path: dev_path.clone(),
+                source,
+            })?;
+        let map = MmapOptions::new()
+            .len(len)
+            .map_raw(&file)
+            .map_err(|source| DmaError::Map {
+                path: dev_path.clone(),
+                size,
+                source,
+            })?;
+        Ok(DmaBuf {
+            name: name.to_owned(),
+            sync_for_cpu: SyncAttr::open(sys.join("sync_for_cpu"))?,
+            sync_for_device: SyncAttr::open(sys.join("sync_for_device"))?,
+            dev_path,
+            phys_addr,
+            size,
+            coherent,
+            map,
+        })
+    }
+
+    /// The device name (`udmabuf-fabric`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The bus address of byte 0, for descriptors.
+    pub fn phys_addr(&self) -> u64 {
+        self.phys_addr
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Whether hardware keeps the caches coherent (then syncs are no-ops).
+    pub fn is_coherent(&self) -> bool {
+        self.coherent
+    }
+
+    fn range(&self, what: &'static str, offset: u64, len: usize) -> Result<usize, DmaError> {
+        let end = offset.saturating_add(len as u64);
+        if end > self.size {
+            return Err(DmaError::OutOfRange {
+                what,
+                path: self.dev_path.clone(),
+                offset,
+                end,
+                size: self.size,
+            });
+        }
+        // In range of a mapping of `size` bytes, so it fits usize.
+        Ok(offset as usize)
+    }
+
+    /// Copies `data` into the buffer at `offset` (through the CPU cache).
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), DmaError> {
+        let at = self.range("write", offset, data.len())?;
+        // SAFETY: `range` checked that `at..at + data.len()` lies inside the
+        // mapping, which lives as long as `self`. This is normal memory, so
+        // a plain copy is fine; the contract gives the host sole ownership
+        // of the regions it writes, so no one else writes them meanwhile.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.map.as_mut_ptr().add(at), data.len());
+        }
+        Ok(())
+    }
+
+    /// Copies bytes out of the buffer at `offset` into `out`.
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), DmaError> {
+        let at = self.range("read", offset, out.len())?;
+        // SAFETY: as in `write`: in bounds, alive, and `out` cannot overlap
+        // the mapping because it is a unique borrow of other memory.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.map.as_ptr().add(at), out.as_mut_ptr(), out.len());
+        }
+        Ok(())
+    }
+
+    /// Writes little-endian `u32` words at `offset`.
+    pub fn write_u32s(&self, offset: u64, words: &[u32]) -> Result<(), DmaError> {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.write(offset, &bytes)
+    }
+
+    /// Reads little-endian `u32` words at `offset`.
+    pub fn read_u32s(&self, offset: u64, out: &mut [u32]) -> Result<(), DmaError> {
+        let mut bytes = vec![0u8; out.len() * 4];
+        self.read(offset, &mut bytes)?;
+        for (w, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+            *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        Ok(())
+    }
+
+    /// Cleans the CPU cache for `offset..offset + len` so the device reads
+    /// what the CPU wrote.
+    pub fn sync_for_device(&self, offset: u64, len: u64) -> Result<(), DmaError> {
+        if self.coherent || len == 0 {
+            return Ok(());
+        }
+        let command = self.command(offset, len, SyncDirection::ToDevice)?;
+        self.sync_for_device.run(command)
+    }
+
+    /// Invalidates the CPU cache for `offset..offset + len` so the CPU reads
+    /// what the device wrote.
+    pub fn sync_for_cpu(&self, offset: u64, len: u64) -> Result<(), DmaError> {
+        if self.coherent || len == 0 {
+            return Ok(());
+        }
+        let command = self.command(offset, len, SyncDirection::FromDevice)?;
+        self.sync_for_cpu.run(command)
+    }
+
+    fn command(&self, offset: u64, len: u64, dir: SyncDirection) -> Result<u64, DmaError> {
+        let start = offset & !(CACHE_LINE - 1);
+        let end = offset
+            .saturating_add(len)
+            .saturating_add(CACHE_LINE - 1)
+            & !(CACHE_LINE - 1);
+        let end = end.min(self.size);
+        // The packed command holds a 32-bit offset and a 28-bit size field.
+        if end > self.size || start > u64::from(u32::MAX) || end - start > 0xFFFF_FFF0 {
+            return Err(DmaError::OutOfRange {
+                what: "cache sync",
+                path: self.dev_path.clone(),
+                offset,
+                end: offset.saturating_add(len),
+                size: self.size,
+            });
+        }
+        Ok(encode_sync_command(start, end - start, dir))
+    }
+}
+
+/// u-dma-buf's packed sync command.
+pub fn encode_sync_command(offset: u64, size: u64, dir: SyncDirection) -> u64 {
+    (offset << 32) | (size & 0xFFFF_FFF0) | ((dir as u64) << 2) | 1
+}
+
+/// The fields of a packed sync command: `(offset, size, direction)`.
+pub fn decode_sync_command(command: u64) -> Option<(u64, u64, SyncDirection)> {
+    if command & 1 == 0 {
+        return None;
+    }
+    let dir = match (command >> 2) & 3 {
+        1 => SyncDirection::ToDevice,
+        2 => SyncDirection::FromDevice,
+        _ => return None,
+    };
+    Some((command >> 32, command & 0xFFFF_FFF0, dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn fake_udmabuf(root: &Root, name: &str, size: u64, coherent: bool) {
+        let sys = root.udmabuf_class().join(name);
+        fs::create_dir_all(&sys).expect("mkdir");
+        fs::write(sys.join("phys_addr"), "0x000000003f000000\n").expect("phys");
+        fs::write(sys.join("size"), format!("{size}\n")).expect("size");
+        fs::write(sys.join("dma_coherent"), if coherent { "1\n" } else { "0\n" }).expect("coh");
+        fs::write(sys.join("sync_for_cpu"), "0\n").expect("cpu");
+        fs::write(sys.join("sync_for_device"), "0\n").expect("dev");
+        fs::create_dir_all(root.path("/dev")).expect("dev dir");
+        fs::write(root.dev(name), vec![0u8; size as usize]).expect("dev file");
+    }
+
+    #[test]
+    fn reads_sysfs_and_maps() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = Root::new(dir.path());
+        fake_udmabuf(&root, "udmabuf-fabric", 1 << 16, true);
+        let buf = DmaBuf::open(&root, "udmabuf-fabric").expect("open");
+        assert_eq!(buf.phys_addr(), 0x3f00_0000);
+        assert_eq!(buf.size(), 1 << 16);
+        buf.write_u32s(128, &[1, 2, 0xdead_beef]).expect("write");
+        let mut out = [0u32; 3];
+        buf.read_u32s(128, &mut out).expect("read");
+        assert_eq!(out, [1, 2, 0xdead_beef]);
+        // Coherent: syncs are no-ops, so they succeed without a peer.
+        buf.sync_for_device(0, 64).expect("coherent sync");
+        assert!(matches!(
+            buf.write((1 << 16) - 2, &[0; 4]),
+            Err(DmaError::OutOfRange { .. })
+        ));
+    }
+
+    #[test]
+    fn a_sync_nobody_answers_times_out_naming_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = Root::new(dir.path());
+        fake_udmabuf(&root, "udmabuf-fabric", 4096, false);
+        let buf = DmaBuf::open(&root, "udmabuf-fabric").expect("open");
+        let err = buf.sync_for_cpu(100, 10).expect_err("no simulator");
+        let text = err.to_string();
+        assert!(text.contains("sync_for_cpu"), "{text}");
+        // The command asked for whole cache lines: 64..128.
+        let written = fs::read_to_string(root.udmabuf_class().join("udmabuf-fabric/sync_for_cpu"))
+            .expect("read");
+        let cmd = sysfs::parse_u64(&written).expect("number");
+        assert_eq!(decode_sync_command(cmd), Some((64, 64, SyncDirection::FromDevice)));
+    }
+
+    #[test]
+    fn packed_commands_round_trip() {
+        let cmd = encode_sync_command(0x1_0000, 0x2000, SyncDirection::ToDevice);
+        assert_eq!(cmd, 0x0001_0000_0000_2005);
+        assert_eq!(decode_sync_command(cmd), Some((0x1_0000, 0x2000, SyncDirection::ToDevice)));
+        assert_eq!(decode_sync_command(0), None);
+    }
+}

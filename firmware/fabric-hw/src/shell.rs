@@ -1,0 +1,856 @@
+//! The driver of the static shell: attach, initialise the rings, submit,
+//! complete, cancel, and read slots and counters.
+//!
+//! [`Shell`] is the register window and what it says about itself; it is
+//! shared (`Arc`) by everything that only reads registers or writes
+//! host-owned control words. [`Rings`] owns the DDR buffer and the ring
+//! state; exactly one task drives it. The interrupt ([`crate::uio::UioIrq`])
+//! is kept apart so that task can wait on it and on its command channel at
+//! once.
+//!
+//! The order of operations is the contract's section 5; the functions below
+//! say where each step is.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::barrier::{io_rmb, io_wmb};
+use crate::contract::*;
+use crate::devtree::Topology;
+use crate::dma::{DmaBuf, DmaError};
+use crate::mmio::RegisterWindow;
+use crate::root::Root;
+use crate::uio::{UioDevice, UioError};
+
+/// Why the shell could not be attached or driven.
+#[derive(Debug, thiserror::Error)]
+pub enum ShellError {
+    #[error(transparent)]
+    Uio(#[from] UioError),
+    #[error(transparent)]
+    Dma(#[from] DmaError),
+    #[error("{device}: register MAGIC reads {found:#010x}, expected {MAGIC:#010x} (\"FABR\"): this is not a fabricd shell, or the fabric is not configured")]
+    BadMagic { device: PathBuf, found: u32 },
+    #[error("{device}: register VERSION reads {major}.{minor}; this daemon speaks major version {VERSION_MAJOR}")]
+    Version {
+        device: PathBuf,
+        major: u16,
+        minor: u16,
+    },
+    #[error("{device}: register CAPS reads {value:#x}: {problem}")]
+    Caps {
+        device: PathBuf,
+        value: u32,
+        problem: String,
+    },
+    #[error("the device tree describes {device_tree} PR slots, the shell's CAPS register {shell}")]
+    SlotCount { device_tree: usize, shell: usize },
+    #[error("waiting for {register} to read {expected}: still {found:#x} after {waited_ms} ms")]
+    Timeout {
+        register: &'static str,
+        expected: &'static str,
+        found: u32,
+        waited_ms: u128,
+    },
+    #[error("{path}: the DMA buffer has {have} bytes, the ring layout needs {need}")]
+    BufferTooSmall { path: String, have: u64, need: u64 },
+    #[error("submission for tag {tag}: {field} is {value}, the fabric allows {limit}")]
+    Invalid {
+        tag: u32,
+        field: &'static str,
+        value: u64,
+        limit: String,
+    },
+    #[error("submission for tag {tag}: context {ctx} is still running tag {running}")]
+    ContextBusy { tag: u32, ctx: u16, running: u32 },
+    #[error("the submission ring is full ({entries} entries in flight)")]
+    RingFull { entries: u32 },
+    #[error("completion ring index {index}: {source}")]
+    Completion {
+        index: u32,
+        source: DescriptorError,
+    },
+    #[error("completion ring index {index}: tag {tag} in context {ctx}, which is running tag {running}")]
+    UnknownTag {
+        index: u32,
+        tag: u32,
+        ctx: u16,
+        running: u32,
+    },
+    #[error("completion ring index {index}: context {ctx} announces {n_tokens} tokens, more than the {cap} it was given")]
+    TooManyTokens {
+        index: u32,
+        ctx: u16,
+        n_tokens: u32,
+        cap: u32,
+    },
+}
+
+/// What the shell says about itself.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ShellInfo {
+    pub version_major: u16,
+    pub version_minor: u16,
+    pub slots: usize,
+    /// Decode contexts per slot.
+    pub lanes: usize,
+    pub max_prompt: u32,
+    pub max_output: u32,
+    pub interface_id: u32,
+    pub prefill_ns: u32,
+    pub decode_ns: u32,
+}
+
+impl ShellInfo {
+    /// Contexts across all slots.
+    pub fn contexts(&self) -> usize {
+        self.slots * self.lanes
+    }
+
+    /// The slot that context `ctx` belongs to.
+    pub fn slot_of(&self, ctx: u16) -> u8 {
+        (usize::from(ctx) / self.lanes) as u8
+    }
+
+    /// The fabric's own time for one request, from its timing registers.
+    pub fn service_time(&self, prompt_tokens: u32, output_tokens: u32) -> Duration {
+        Duration::from_nanos(
+            u64::from(self.prefill_ns) * u64::from(prompt_tokens)
+                + u64::from(self.decode_ns) * u64::from(output_tokens),
+        )
+    }
+}
+
+/// One slot's registers, decoded.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SlotStatus {
+    pub index: u8,
+    pub state: SlotState,
+    /// SHA-256 of the image in the slot, hex; all zeros when empty.
+    pub hash: String,
+    pub loads: u32,
+    pub active: u32,
+    pub quiesced: bool,
+}
+
+/// The shell's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Counters {
+    pub submitted: u32,
+    pub completed: u32,
+    pub cancelled: u32,
+    pub active: u32,
+    pub tokens: u32,
+    pub errors: u32,
+}
+
+/// The attached static shell.
+#[derive(Debug)]
+pub struct Shell {
+    regs: Box<dyn RegisterWindow>,
+    device: UioDevice,
+    info: ShellInfo,
+}
+
+impl std::fmt::Debug for dyn RegisterWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RegisterWindow({} bytes)", self.len())
+    }
+}
+
+impl Shell {
+    /// Finds the shell's UIO device, maps its registers and checks MAGIC,
+    /// VERSION and CAPS against the contract and the device tree.
+    pub fn attach(root: &Root, topo: &Topology) -> Result<Shell, ShellError> {
+        let device = UioDevice::find(root, &topo.shell.uio_name)?;
+        let regs = device.map(0, WINDOW_LEN as u64)?;
+        let shell = Shell::from_window(Box::new(regs), device)?;
+        if shell.info.slots != topo.slots.len() {
+            return Err(ShellError::SlotCount {
+                device_tree: topo.slots.len(),
+                shell: shell.info.slots,
+            });
+        }
+        Ok(shell)
+    }
+
+    /// Checks an already mapped window.
+    pub fn from_window(regs: Box<dyn RegisterWindow>, device: UioDevice) -> Result<Shell, ShellError> {
+        let path = device.sys_path.clone();
+        let magic = REG_MAGIC.get(&*regs);
+        if magic != MAGIC {
+            return Err(ShellError::BadMagic {
+                device: path,
+                found: magic,
+            });
+        }
+        let version = REG_VERSION.read(&*regs);
+        let major = version.read(VERSION::MAJOR) as u16;
+        let minor = version.read(VERSION::MINOR) as u16;
+        if major != VERSION_MAJOR {
+            return Err(ShellError::Version {
+                device: path,
+                major,
+                minor,
+            });
+        }
+        let caps = REG_CAPS.read(&*regs);
+        let slots = caps.read(CAPS::SLOTS) as usize;
+        let lanes = caps.read(CAPS::LANES) as usize;
+        let caps_err = |problem: String| ShellError::Caps {
+            device: path.clone(),
+            value: caps.get(),
+            problem,
+        };
+        if !(1..=MAX_SLOTS).contains(&slots) {
+            return Err(caps_err(format!("SLOTS is {slots}, the contract allows 1..={MAX_SLOTS}")));
+        }
+        if !(1..=MAX_LANES).contains(&lanes) {
+            return Err(caps_err(format!("LANES is {lanes}, the contract allows 1..={MAX_LANES}")));
+        }
+        let info = ShellInfo {
+            version_major: major,
+            version_minor: minor,
+            slots,
+            lanes,
+            max_prompt: REG_MAX_PROMPT.get(&*regs),
+            max_output: REG_MAX_OUTPUT.get(&*regs),
+            interface_id: REG_INTERFACE_ID.get(&*regs),
+            prefill_ns: REG_PREFILL_NS.get(&*regs),
+            decode_ns: REG_DECODE_NS.get(&*regs),
+        };
+        if info.max_prompt == 0 || info.max_output == 0 {
+            return Err(caps_err(format!(
+                "MAX_PROMPT is {} and MAX_OUTPUT {}; both must be at least 1",
+                info.max_prompt, info.max_output
+            )));
+        }
+        Ok(Shell { regs, device, info })
+    }
+
+    /// What the shell reported at attach time.
+    pub fn info(&self) -> &ShellInfo {
+        &self.info
+    }
+
+    /// The UIO device the shell was found at.
+    pub fn device(&self) -> &UioDevice {
+        &self.device
+    }
+
+    /// The register window, for the rings and for tests.
+    pub fn regs(&self) -> &dyn RegisterWindow {
+        &*self.regs
+    }
+
+    /// Whether the fabric is dark (a full reconfiguration is running).
+    pub fn is_dark(&self) -> bool {
+        REG_STATUS.read(self.regs()).is_set(STATUS::DARK)
+    }
+
+    /// Whether MAGIC still reads right: false while the fabric is dark or
+    /// after it was reconfigured with something else.
+    pub fn magic_ok(&self) -> bool {
+        REG_MAGIC.get(self.regs()) == MAGIC
+    }
+
+    /// Slot `index`, decoded.
+    pub fn slot(&self, index: u8) -> SlotStatus {
+        let regs = SlotRegs::of(usize::from(index));
+        let hash = regs.read_hash(self.regs());
+        SlotStatus {
+            index,
+            state: SlotState::decode(regs.state.read(self.regs())),
+            hash: hex(&hash),
+            loads: regs.loads.get(self.regs()),
+            active: regs.active.get(self.regs()),
+            quiesced: regs.shutdown.get(self.regs()) == SHUTDOWN_DONE,
+        }
+    }
+
+    /// Every slot.
+    pub fn slots(&self) -> Vec<SlotStatus> {
+        (0..self.info.slots as u8).map(|i| self.slot(i)).collect()
+    }
+
+    /// The shell's counters.
+    pub fn counters(&self) -> Counters {
+        let r = self.regs();
+        Counters {
+            submitted: REG_CNT_SUBMITTED.get(r),
+            completed: REG_CNT_COMPLETED.get(r),
+            cancelled: REG_CNT_CANCELLED.get(r),
+            active: REG_CNT_ACTIVE.get(r),
+            tokens: REG_CNT_TOKENS.get(r),
+            errors: REG_CNT_ERRORS.get(r),
+        }
+    }
+
+    /// Asks the device to stop the request `tag` running in `ctx`.
+    pub fn cancel(&self, ctx: u16, tag: u32) {
+        reg_ctx_cancel(usize::from(ctx)).set(self.regs(), tag);
+    }
+
+    /// Sets or clears QUIESCE of a slot.
+    pub fn set_quiesce(&self, slot: u8, on: bool) {
+        let regs = SlotRegs::of(usize::from(slot));
+        regs.ctrl.set(self.regs(), u32::from(on));
+    }
+
+    /// Quiesces a slot and waits (bounded) until SLOT_SHUTDOWN reads 0x0F:
+    /// the kernel's decoupler driver does not wait for outstanding
+    /// transactions, so we do.
+    pub fn quiesce(&self, slot: u8, timeout: Duration) -> Result<(), ShellError> {
+        self.set_quiesce(slot, true);
+        let regs = SlotRegs::of(usize::from(slot));
+        wait_reg(self.regs(), regs.shutdown.offset(), "SLOT_SHUTDOWN", "0x0F", timeout, |v| {
+            v == SHUTDOWN_DONE
+        })
+    }
+}
+
+/// Lower-case hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn wait_reg(
+    regs: &dyn RegisterWindow,
+    offset: usize,
+    register: &'static str,
+    expected: &'static str,
+    timeout: Duration,
+    done: impl Fn(u32) -> bool,
+) -> Result<(), ShellError> {
+    let start = Instant::now();
+    loop {
+        let value = regs.read32(offset);
+        if done(value) {
+            return Ok(());
+        }
+        if start.elapsed() > timeout {
+            return Err(ShellError::Timeout {
+                register,
+                expected,
+                found: value,
+                waited_ms: start.elapsed().as_millis(),
+            });
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Ring sizes.
+#[derive(Debug, Clone, Copy)]
+pub struct RingConfig {
+    pub sq_entries: u32,
+    pub cq_entries: u32,
+    /// How long the shell may take to stop or start.
+    pub enable_timeout: Duration,
+}
+
+impl Default for RingConfig {
+    fn default() -> Self {
+        RingConfig {
+            sq_entries: 256,
+            cq_entries: 1024,
+            enable_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Where everything lives in the DMA buffer (contract section 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub sq: u64,
+    pub cq: u64,
+    pub prompts: u64,
+    pub outputs: u64,
+    pub prompt_stride: u64,
+    pub output_stride: u64,
+    pub end: u64,
+}
+
+const SECTION_ALIGN: u64 = 4096;
+
+fn align_up(v: u64, a: u64) -> u64 {
+    v.div_ceil(a) * a
+}
+
+impl Layout {
+    /// The layout for `info` and `config`.
+    pub fn new(info: &ShellInfo, config: &RingConfig) -> Layout {
+        let contexts = info.contexts() as u64;
+        let sq = 0;
+        let cq = align_up(sq + u64::from(config.sq_entries) * SQE_LEN as u64, SECTION_ALIGN);
+        let prompts = align_up(cq + u64::from(config.cq_entries) * CQE_LEN as u64, SECTION_ALIGN);
+        let prompt_stride = align_up(u64::from(info.max_prompt) * 4, crate::dma::CACHE_LINE);
+        let outputs = align_up(prompts + contexts * prompt_stride, SECTION_ALIGN);
+        let output_stride = align_up(u64::from(info.max_output) * 4, crate::dma::CACHE_LINE);
+        let end = align_up(outputs + contexts * output_stride, SECTION_ALIGN);
+        Layout {
+            sq,
+            cq,
+            prompts,
+            outputs,
+            prompt_stride,
+            output_stride,
+            end,
+        }
+    }
+}
+
+/// A request to start generating.
+#[derive(Debug, Clone)]
+pub struct Submission<'a> {
+    pub tag: u32,
+    pub ctx: u16,
+    pub prompt: &'a [u32],
+    pub max_tokens: u32,
+    pub temperature: f32,
+    pub seed: u64,
+    pub stop_token: u32,
+    pub stream: bool,
+}
+
+/// What a completion entry meant for one request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Completion {
+    /// More tokens (stream mode).
+    Tokens { tag: u32, ctx: u16, tokens: Vec<u32> },
+    /// The request is over and its context is free.
+    Done {
+        tag: u32,
+        ctx: u16,
+        status: CqeStatus,
+        finish: Finish,
+        /// Tokens not delivered by an earlier `Tokens`.
+        tokens: Vec<u32>,
+        /// All output tokens of the request.
+        n_tokens: u32,
+        fabric_us: u32,
+        /// False when the output CRC did not match: the tokens are corrupt.
+        intact: bool,
+    },
+}
+
+/// What a drain found besides completions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DrainReport {
+    pub completions: u32,
+    /// EVENT_SEQ moved: slot states or a fault changed.
+    pub event: bool,
+    pub fault: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct CtxState {
+    /// 0 when the context is free.
+    tag: u32,
+    tokens: Vec<u32>,
+    cap: u32,
+}
+
+/// The submission and completion rings, and the arenas.
+#[derive(Debug)]
+pub struct Rings {
+    dma: DmaBuf,
+    layout: Layout,
+    config: RingConfig,
+    info: ShellInfo,
+    sq_tail: u32,
+    cq_head: u32,
+    /// For each SQ entry, the (tag, ctx) written there, so a refused
+    /// descriptor (whose tag cannot be trusted) finds its request.
+    sq_owner: Vec<(u32, u16)>,
+    ctxs: Vec<CtxState>,
+}
+
+impl Rings {
+    /// Runs the contract's initialisation: stop the shell, program the
+    /// rings, start it. Drops whatever the shell was running for a previous
+    /// daemon; the slots keep their models.
+    pub fn init(shell: &Shell, dma: DmaBuf, config: RingConfig) -> Result<Rings, ShellError> {
+        let info = shell.info().clone();
+        for (name, n) in [("SQ_ENTRIES", config.sq_entries), ("CQ_ENTRIES", config.cq_entries)] {
+            if !n.is_power_of_two() || !(2..=4096).contains(&n) {
+                return Err(ShellError::Invalid {
+                    tag: 0,
+                    field: name,
+                    value: n.into(),
+                    limit: "a power of two in 2..=4096".into(),
+                });
+            }
+        }
+        if (config.sq_entries as usize) < info.contexts() {
+            return Err(ShellError::Invalid {
+                tag: 0,
+                field: "SQ_ENTRIES",
+                value: config.sq_entries.into(),
+                limit: format!("at least the {} contexts", info.contexts()),
+            });
+        }
+        let layout = Layout::new(&info, &config);
+        if layout.end > dma.size() {
+            return Err(ShellError::BufferTooSmall {
+                path: dma.name().to_owned(),
+                have: dma.size(),
+                need: layout.end,
+            });
+        }
+        let r = shell.regs();
+        // Stop, and wait until the shell has dropped its old ring state.
+        REG_CONTROL.set(r, 0);
+        wait_reg(r, REG_STATUS.offset(), "STATUS.RUNNING", "0", config.enable_timeout, |v| {
+            v & 1 == 0
+        })?;
+        let sq_addr = dma.phys_addr() + layout.sq;
+        let cq_addr = dma.phys_addr() + layout.cq;
+        REG_SQ_BASE_LO.set(r, sq_addr as u32);
+        REG_SQ_BASE_HI.set(r, (sq_addr >> 32) as u32);
+        REG_SQ_ENTRIES.set(r, config.sq_entries);
+        REG_CQ_BASE_LO.set(r, cq_addr as u32);
+        REG_CQ_BASE_HI.set(r, (cq_addr >> 32) as u32);
+        REG_CQ_ENTRIES.set(r, config.cq_entries);
+        REG_SQ_TAIL.set(r, 0);
+        REG_CQ_HEAD.set(r, 0);
+        REG_EVENT_ACK.set(r, REG_EVENT_SEQ.get(r));
+        for ctx in 0..info.contexts() {
+            reg_ctx_cancel(ctx).set(r, 0);
+        }
+        // Zero the rings so a stale entry from a previous run can never
+        // carry a sequence number that happens to be due.
+        let zeros = vec![0u8; (layout.prompts - layout.sq) as usize];
+        dma.write(layout.sq, &zeros)?;
+        dma.sync_for_device(layout.sq, layout.prompts - layout.sq)?;
+        io_wmb();
+        REG_CONTROL.write(r, CONTROL::ENABLE::SET + CONTROL::IRQ_ENABLE::SET);
+        wait_reg(r, REG_STATUS.offset(), "STATUS.RUNNING", "1", config.enable_timeout, |v| {
+            v & 1 == 1
+        })?;
+        Ok(Rings {
+            dma,
+            layout,
+            config,
+            sq_tail: 0,
+            cq_head: 0,
+            sq_owner: vec![(0, 0); config.sq_entries as usize],
+            ctxs: vec![CtxState::default(); info.contexts()],
+            info,
+        })
+    }
+
+    /// The DMA layout in use.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The shell's description, as the rings were set up for it.
+    pub fn info(&self) -> &ShellInfo {
+        &self.info
+    }
+
+    /// The tag running in `ctx`, or 0.
+    pub fn running(&self, ctx: u16) -> u32 {
+        self.ctxs.get(usize::from(ctx)).map_or(0, |c| c.tag)
+    }
+
+    /// The DMA buffer (for tests that play a careless driver).
+    pub fn dma(&self) -> &DmaBuf {
+        &self.dma
+    }
+
+    fn check(&self, s: &Submission<'_>) -> Result<(), ShellError> {
+        let invalid = |field, value: u64, limit: String| ShellError::Invalid {
+            tag: s.tag,
+            field,
+            value,
+            limit,
+        };
+        if s.tag == 0 {
+            return Err(invalid("tag", 0, "1..".into()));
+        }
+        if usize::from(s.ctx) >= self.info.contexts() {
+            return Err(invalid("ctx", s.ctx.into(), format!("0..{}", self.info.contexts())));
+        }
+        if s.prompt.is_empty() || s.prompt.len() as u64 > u64::from(self.info.max_prompt) {
+            return Err(invalid("prompt length", s.prompt.len() as u64, format!("1..={}", self.info.max_prompt)));
+        }
+        if s.max_tokens == 0 || s.max_tokens > self.info.max_output {
+            return Err(invalid("max_tokens", s.max_tokens.into(), format!("1..={}", self.info.max_output)));
+        }
+        let running = self.ctxs[usize::from(s.ctx)].tag;
+        if running != 0 {
+            return Err(ShellError::ContextBusy {
+                tag: s.tag,
+                ctx: s.ctx,
+                running,
+            });
+        }
+        Ok(())
+    }
+
+    /// Submits a batch: the one doorbell function (contract section 5).
+    ///
+    /// 1. prompts into their contexts' prompt slots, descriptors into the
+    ///    ring (cached normal memory);
+    /// 2. clean the cache over what was written (`sync_for_device`), unless
+    ///    the buffer is coherent: otherwise the device may read stale DDR;
+    /// 3. `io_wmb`: the device must not see the doorbell before the data;
+    /// 4. one write of SQ_TAIL for the whole batch.
+    ///
+    /// Nothing is submitted if any request is invalid or the ring is full.
+    pub fn submit(&mut self, shell: &Shell, batch: &[Submission<'_>]) -> Result<(), ShellError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        for s in batch {
+            self.check(s)?;
+        }
+        let head = REG_SQ_HEAD.get(shell.regs());
+        let in_flight = self.sq_tail.wrapping_sub(head);
+        if in_flight + batch.len() as u32 > self.config.sq_entries {
+            return Err(ShellError::RingFull {
+                entries: in_flight,
+            });
+        }
+        let first = self.sq_tail;
+        // Step 1 (and 2 for each prompt).
+        for s in batch {
+            let ctx = usize::from(s.ctx);
+            let prompt_off = self.layout.prompts + ctx as u64 * self.layout.prompt_stride;
+            let output_off = self.layout.outputs + ctx as u64 * self.layout.output_stride;
+            self.dma.write_u32s(prompt_off, s.prompt)?;
+            self.dma.sync_for_device(prompt_off, s.prompt.len() as u64 * 4)?;
+            let sqe = Sqe {
+                seq: self.sq_tail,
+                opcode: OP_GENERATE,
+                slot: self.info.slot_of(s.ctx),
+                flags: if s.stream { FLAG_STREAM } else { 0 },
+                tag: s.tag,
+                ctx: s.ctx,
+                prompt_addr: self.dma.phys_addr() + prompt_off,
+                prompt_len: s.prompt.len() as u32,
+                max_tokens: s.max_tokens,
+                output_addr: self.dma.phys_addr() + output_off,
+                output_cap: self.info.max_output,
+                temperature: s.temperature,
+                seed: s.seed,
+                stop_token: s.stop_token,
+            };
+            let index = self.sq_tail % self.config.sq_entries;
+            self.dma
+                .write(self.layout.sq + u64::from(index) * SQE_LEN as u64, &sqe.encode())?;
+            self.sq_owner[index as usize] = (s.tag, s.ctx);
+            self.ctxs[ctx] = CtxState {
+                tag: s.tag,
+                tokens: Vec::new(),
+                cap: s.max_tokens,
+            };
+            self.sq_tail = self.sq_tail.wrapping_add(1);
+        }
+        // Step 2 for the descriptors: one range, or two when the batch wraps.
+        for (index, count) in ring_ranges(first, batch.len() as u32, self.config.sq_entries) {
+            self.dma.sync_for_device(
+                self.layout.sq + u64::from(index) * SQE_LEN as u64,
+                u64::from(count) * SQE_LEN as u64,
+            )?;
+        }
+        // Step 3.
+        io_wmb();
+        // Step 4.
+        REG_SQ_TAIL.set(shell.regs(), self.sq_tail);
+        Ok(())
+    }
+
+    /// Reads every completion the device has posted (contract section 5,
+    /// steps 2 to 5). Call it after an interrupt, then unmask.
+    pub fn drain(&mut self, shell: &Shell, out: &mut Vec<Completion>) -> Result<DrainReport, ShellError> {
+        let r = shell.regs();
+        let mut report = DrainReport::default();
+        // Step 2: the index, then a barrier before reading what it announces.
+        let tail = REG_CQ_TAIL.get(r);
+        io_rmb();
+        let count = tail.wrapping_sub(self.cq_head);
+        if count > self.config.cq_entries {
+            return Err(ShellError::Completion {
+                index: self.cq_head,
+                source: DescriptorError::Field {
+                    what: "CQ_TAIL",
+                    field: "distance from CQ_HEAD",
+                    value: count,
+                },
+            });
+        }
+        // Step 3: invalidate the entries.
+        for (index, n) in ring_ranges(self.cq_head, count, self.config.cq_entries) {
+            self.dma.sync_for_cpu(
+                self.layout.cq + u64::from(index) * CQE_LEN as u64,
+                u64::from(n) * CQE_LEN as u64,
+            )?;
+        }
+        while self.cq_head != tail {
+            let seq = self.cq_head;
+            let index = seq % self.config.cq_entries;
+            let mut raw = [0u8; CQE_LEN];
+            self.dma
+                .read(self.layout.cq + u64::from(index) * CQE_LEN as u64, &mut raw)?;
+            // Step 4: the entry's own CRC and sequence number.
+            let cqe = Cqe::decode(&raw, seq).map_err(|source| ShellError::Completion { index: seq, source })?;
+            self.cq_head = self.cq_head.wrapping_add(1);
+            report.completions += 1;
+            if let Some(c) = self.complete(&cqe, seq)? {
+                out.push(c);
+            }
+        }
+        // Step 5.
+        REG_CQ_HEAD.set(r, self.cq_head);
+        let event_seq = REG_EVENT_SEQ.get(r);
+        if event_seq != REG_EVENT_ACK.get(r) {
+            report.event = true;
+            let fault = REG_FAULT_CODE.get(r);
+            if fault != 0 {
+                report.fault = Some(fault);
+            }
+            REG_EVENT_ACK.set(r, event_seq);
+        }
+        Ok(report)
+    }
+
+    fn complete(&mut self, cqe: &Cqe, index: u32) -> Result<Option<Completion>, ShellError> {
+        // A refused descriptor carries its SQ index instead of a trusted tag.
+        let (tag, ctx) = if matches!(cqe.status, CqeStatus::BadDescriptor | CqeStatus::StaleDescriptor)
+            && cqe.kind == CqeKind::Done
+        {
+            self.sq_owner[(cqe.n_tokens % self.config.sq_entries) as usize]
+        } else {
+            (cqe.tag, cqe.ctx)
+        };
+        let Some(state) = self.ctxs.get_mut(usize::from(ctx)) else {
+            return Err(ShellError::UnknownTag {
+                index,
+                tag,
+                ctx,
+                running: 0,
+            });
+        };
+        if state.tag != tag || tag == 0 {
+            return Err(ShellError::UnknownTag {
+                index,
+                tag,
+                ctx,
+                running: state.tag,
+            });
+        }
+        let n = if matches!(cqe.status, CqeStatus::BadDescriptor | CqeStatus::StaleDescriptor) {
+            0
+        } else {
+            cqe.n_tokens
+        };
+        if n > state.cap {
+            return Err(ShellError::TooManyTokens {
+                index,
+                ctx,
+                n_tokens: n,
+                cap: state.cap,
+            });
+        }
+        let have = state.tokens.len() as u32;
+        let mut fresh = Vec::new();
+        if n > have {
+            // Step 3 for the output tokens this entry announces.
+            let off = self.layout.outputs
+                + u64::from(ctx) * self.layout.output_stride
+                + u64::from(have) * 4;
+            let len = u64::from(n - have) * 4;
+            self.dma.sync_for_cpu(off, len)?;
+            fresh = vec![0u32; (n - have) as usize];
+            self.dma.read_u32s(off, &mut fresh)?;
+            state.tokens.extend_from_slice(&fresh);
+        }
+        match cqe.kind {
+            CqeKind::Tokens => Ok(Some(Completion::Tokens { tag, ctx, tokens: fresh })),
+            CqeKind::Done => {
+                let intact = cqe.status != CqeStatus::Ok || tokens_crc(&state.tokens) == cqe.crc;
+                let n_tokens = state.tokens.len() as u32;
+                *state = CtxState::default();
+                Ok(Some(Completion::Done {
+                    tag,
+                    ctx,
+                    status: cqe.status,
+                    finish: cqe.finish,
+                    tokens: fresh,
+                    n_tokens,
+                    fabric_us: cqe.fabric_us,
+                    intact,
+                }))
+            }
+        }
+    }
+
+    /// Forgets every running request (after a full reconfiguration, when
+    /// the fabric lost them). Returns their (tag, ctx).
+    pub fn abandon_all(&mut self) -> Vec<(u32, u16)> {
+        let mut lost = Vec::new();
+        for (ctx, state) in self.ctxs.iter_mut().enumerate() {
+            if state.tag != 0 {
+                lost.push((state.tag, ctx as u16));
+                *state = CtxState::default();
+            }
+        }
+        lost
+    }
+}
+
+/// Splits `count` ring entries starting at free-running index `start` into
+/// at most two contiguous `(index, count)` ranges.
+pub fn ring_ranges(start: u32, count: u32, entries: u32) -> Vec<(u32, u32)> {
+    if count == 0 {
+        return Vec::new();
+    }
+    let first = start % entries;
+    let until_end = entries - first;
+    if count <= until_end {
+        vec![(first, count)]
+    } else {
+        vec![(first, until_end), (0, count - until_end)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_split_at_the_wrap() {
+        assert_eq!(ring_ranges(5, 3, 8), vec![(5, 3)]);
+        assert_eq!(ring_ranges(6, 4, 8), vec![(6, 2), (0, 2)]);
+        assert_eq!(ring_ranges(u32::MAX, 2, 8), vec![(7, 1), (0, 1)]);
+        assert!(ring_ranges(3, 0, 8).is_empty());
+    }
+
+    #[test]
+    fn layout_sections_do_not_overlap_and_are_aligned() {
+        let info = ShellInfo {
+            version_major: 1,
+            version_minor: 0,
+            slots: 2,
+            lanes: 4,
+            max_prompt: 1000,
+            max_output: 250,
+            interface_id: 0,
+            prefill_ns: 0,
+            decode_ns: 0,
+        };
+        let l = Layout::new(&info, &RingConfig::default());
+        assert_eq!(l.sq, 0);
+        assert!(l.cq >= 256 * 64);
+        assert!(l.prompts >= l.cq + 1024 * 32);
+        assert_eq!(l.prompt_stride % 64, 0);
+        assert!(l.outputs >= l.prompts + 8 * l.prompt_stride);
+        assert!(l.end >= l.outputs + 8 * l.output_stride);
+        for v in [l.cq, l.prompts, l.outputs, l.end] {
+            assert_eq!(v % 4096, 0);
+        }
+    }
+}
