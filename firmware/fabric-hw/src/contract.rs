@@ -237,9 +237,10 @@ pub fn reg_ctx_cancel(ctx: usize) -> HostU32 {
 }
 
 /// A slot's state as the shell reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SlotState {
+    #[default]
     Empty,
     Loading,
     Ready,

@@ -498,14 +498,34 @@ impl Rings {
                 need: layout.end,
             });
         }
+        let mut rings = Rings {
+            dma,
+            layout,
+            config,
+            sq_tail: 0,
+            cq_head: 0,
+            sq_owner: vec![(0, 0); config.sq_entries as usize],
+            ctxs: vec![CtxState::default(); info.contexts()],
+            info,
+        };
+        rings.reset(shell)?;
+        Ok(rings)
+    }
+
+    /// Stops the shell, reprograms the rings and starts it again: the
+    /// contract's initialisation. Every running request is dropped by the
+    /// device; their `(tag, ctx)` are returned for the caller to answer.
+    pub fn reset(&mut self, shell: &Shell) -> Result<Vec<(u32, u16)>, ShellError> {
+        let dropped = self.abandon_all();
         let r = shell.regs();
+        let (layout, config) = (self.layout, self.config);
         // Stop, and wait until the shell has dropped its old ring state.
         REG_CONTROL.set(r, 0);
         wait_reg(r, REG_STATUS.offset(), "STATUS.RUNNING", "0", config.enable_timeout, |v| {
             v & 1 == 0
         })?;
-        let sq_addr = dma.phys_addr() + layout.sq;
-        let cq_addr = dma.phys_addr() + layout.cq;
+        let sq_addr = self.dma.phys_addr() + layout.sq;
+        let cq_addr = self.dma.phys_addr() + layout.cq;
         REG_SQ_BASE_LO.set(r, sq_addr as u32);
         REG_SQ_BASE_HI.set(r, (sq_addr >> 32) as u32);
         REG_SQ_ENTRIES.set(r, config.sq_entries);
@@ -515,29 +535,22 @@ impl Rings {
         REG_SQ_TAIL.set(r, 0);
         REG_CQ_HEAD.set(r, 0);
         REG_EVENT_ACK.set(r, REG_EVENT_SEQ.get(r));
-        for ctx in 0..info.contexts() {
+        for ctx in 0..self.info.contexts() {
             reg_ctx_cancel(ctx).set(r, 0);
         }
         // Zero the rings so a stale entry from a previous run can never
         // carry a sequence number that happens to be due.
         let zeros = vec![0u8; (layout.prompts - layout.sq) as usize];
-        dma.write(layout.sq, &zeros)?;
-        dma.sync_for_device(layout.sq, layout.prompts - layout.sq)?;
+        self.dma.write(layout.sq, &zeros)?;
+        self.dma.sync_for_device(layout.sq, layout.prompts - layout.sq)?;
         io_wmb();
         REG_CONTROL.write(r, CONTROL::ENABLE::SET + CONTROL::IRQ_ENABLE::SET);
         wait_reg(r, REG_STATUS.offset(), "STATUS.RUNNING", "1", config.enable_timeout, |v| {
             v & 1 == 1
         })?;
-        Ok(Rings {
-            dma,
-            layout,
-            config,
-            sq_tail: 0,
-            cq_head: 0,
-            sq_owner: vec![(0, 0); config.sq_entries as usize],
-            ctxs: vec![CtxState::default(); info.contexts()],
-            info,
-        })
+        self.sq_tail = 0;
+        self.cq_head = 0;
+        Ok(dropped)
     }
 
     /// The DMA layout in use.

@@ -19,7 +19,7 @@
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use tokio::io::unix::AsyncFd;
@@ -275,32 +275,47 @@ pub struct UioIrq {
 }
 
 impl UioIrq {
-    /// Opens `/dev/uioN` (or, on the simulated fabric, connects to the
-    /// socket in its place). Needs a tokio runtime with I/O enabled.
-    pub fn open(path: &Path) -> Result<UioIrq, UioError> {
-        let open_err = |source| UioError::Open {
-            path: path.to_owned(),
+    /// Opens the interrupt of the UIO device node `dev_path`. Needs a tokio
+    /// runtime with I/O enabled.
+    ///
+    /// On a board `dev_path` is a character device and is opened as it is.
+    /// On the simulated fabric it is a regular file (the register window,
+    /// which `mmap` needs), and the interrupt is the `SOCK_SEQPACKET` socket
+    /// beside it, `<dev_path>.irq`, which carries the same 4-byte counts and
+    /// unmask writes. That is the only difference between the two.
+    pub fn open(dev_path: &Path) -> Result<UioIrq, UioError> {
+        let meta = fs::metadata(dev_path).map_err(|source| UioError::Open {
+            path: dev_path.to_owned(),
             source,
-        };
-        let meta = fs::metadata(path).map_err(open_err)?;
-        let file = if meta.file_type().is_socket() {
-            File::from(connect_seqpacket(path).map_err(open_err)?)
+        })?;
+        let (path, file) = if meta.file_type().is_file() {
+            let mut sock = dev_path.as_os_str().to_owned();
+            sock.push(".irq");
+            let sock = PathBuf::from(sock);
+            let fd = connect_seqpacket(&sock).map_err(|source| UioError::Open {
+                path: sock.clone(),
+                source,
+            })?;
+            (sock, File::from(fd))
         } else {
-            File::options()
+            let file = File::options()
                 .read(true)
                 .write(true)
                 .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-                .open(path)
-                .map_err(open_err)?
+                .open(dev_path)
+                .map_err(|source| UioError::Open {
+                    path: dev_path.to_owned(),
+                    source,
+                })?;
+            (dev_path.to_owned(), file)
         };
         // SAFETY: `file` owns its descriptor and moves into the `AsyncFd`,
         // which keeps it open (and never replaces it) until it is dropped.
-        let fd = unsafe { AsyncFd::register(file) }.map_err(|e| open_err(e.into_parts().1))?;
-        Ok(UioIrq {
-            fd,
-            path: path.to_owned(),
-            last: None,
-        })
+        let fd = unsafe { AsyncFd::register(file) }.map_err(|e| UioError::Open {
+            path: path.clone(),
+            source: e.into_parts().1,
+        })?;
+        Ok(UioIrq { fd, path, last: None })
     }
 
     /// Waits for the next interrupt and returns the event count.
@@ -468,17 +483,17 @@ mod tests {
     #[tokio::test]
     async fn interrupts_over_a_seqpacket_socket() {
         use nix::sys::socket::{accept, bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr};
-        use std::os::fd::{AsRawFd, FromRawFd};
+        use std::os::fd::AsRawFd;
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("uio0");
+        let dev = dir.path().join("uio0");
+        fs::write(&dev, [0u8; 4096]).expect("register file");
+        let path = dir.path().join("uio0.irq");
         let listener = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None)
             .expect("socket");
         bind(listener.as_raw_fd(), &UnixAddr::new(&path).expect("addr")).expect("bind");
         listen(&listener, Backlog::new(4).expect("backlog")).expect("listen");
-        let mut irq = UioIrq::open(&path).expect("connect");
-        let conn = accept(listener.as_raw_fd()).expect("accept");
-        // SAFETY: `accept` returned a fresh descriptor that nothing else owns.
-        let mut device = unsafe { File::from_raw_fd(conn) };
+        let mut irq = UioIrq::open(&dev).expect("connect");
+        let mut device = File::from(accept(&listener).expect("accept"));
         device.write_all(&5i32.to_ne_bytes()).expect("fire");
         assert_eq!(irq.wait().await.expect("wait").count, 5);
         irq.unmask().expect("unmask");

@@ -1,1 +1,24 @@
+//! The small language models that the simulated fabric runs.
+//!
+//! A model is a word-level trigram model with back-off over a vocabulary of
+//! word pieces, with every byte as a fallback token, so any text tokenizes and
+//! decodes back to itself. It generates deterministically for a given prompt,
+//! seed and temperature.
+//!
+//! # Layout
+//! - [`tokenizer`]: pieces, byte fallback, encode and decode. The daemon
+//!   loads the tokenizer file named in the manifest: on a board the fabric
+//!   takes token ids, and the vocabulary travels beside the bitstream.
+//! - [`ngram`]: counting, pruning and sampling.
+//! - [`image`]: the model as the configuration data of a Xilinx `.bit`, so
+//!   the simulated fabric loads exactly what the daemon stages, through the
+//!   same header checks and byte-swapping as a real partial bitstream.
+
 #![forbid(unsafe_code)]
+
+pub mod image;
+pub mod ngram;
+pub mod tokenizer;
+
+pub use ngram::Model;
+pub use tokenizer::Tokenizer;

@@ -1,1 +1,314 @@
+//! The fabric simulator: a Zynq board's static shell and PR slots, behind
+//! the same kernel interfaces the daemon uses on silicon.
+//!
+//! It replaces the fabric, never the driver: the daemon maps the same
+//! register window, reads the same sysfs attributes, writes the same u-dma-buf
+//! sync commands, configfs overlays and FPGA-manager files, and takes the same
+//! 4-byte interrupt counts. See [`layout`] for the files.
+//!
+//! # Layout
+//! - [`config`]: the command line.
+//! - [`layout`]: the fake root and the simulated board's device tree.
+//! - [`device`]: the shell: registers, rings, decode contexts, interrupt.
+//! - `irq`: the interrupt socket (`/dev/uio0.irq`).
+//! - `watch`: inotify on the sync attributes, overlays, FPGA manager and
+//!   fault file.
+//! - `reconfig`: partial (overlay) and full (FPGA manager) loads.
+//!
+//! # Threads
+//! The sequencer thread runs [`device::Fabric::tick`] at least every poll
+//! interval. The interrupt thread accepts the daemon's connections and takes
+//! its unmask writes; the watcher thread serves syncs and starts
+//! reconfigurations, each on a thread of its own so the sequencer and the
+//! other slots keep running. All of them share one mutex around the fabric;
+//! nothing blocks while holding it.
+
 #![forbid(unsafe_code)]
+
+pub mod config;
+pub mod device;
+mod irq;
+pub mod layout;
+mod reconfig;
+mod watch;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+pub use config::SimConfig;
+use device::{Fabric, Faults, SimStats};
+use fabric_hw::contract::{SlotState, WINDOW_LEN};
+use fabric_hw::shell::Counters;
+use fabric_hw::dma::DmaBuf;
+use fabric_hw::mmio::Mmio;
+use fabric_hw::Root;
+use layout::Paths;
+
+/// Why the simulator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("laying out the board root at {path}: {source}")]
+    Layout {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("mapping the simulated hardware: {0}")]
+    Map(String),
+    #[error("--load {arg:?}: {problem}")]
+    Load { arg: String, problem: String },
+    #[error("the interrupt socket at {path}: {source}")]
+    Irq {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("watching the board's files: {0}")]
+    Watch(std::io::Error),
+    #[error("{0}")]
+    Config(String),
+}
+
+pub(crate) struct Shared {
+    pub fabric: Mutex<Fabric>,
+    pub stop: AtomicBool,
+    pub sequencer: OnceLock<Thread>,
+    pub paths: Paths,
+    pub config: SimConfig,
+}
+
+impl Shared {
+    pub fn lock(&self) -> MutexGuard<'_, Fabric> {
+        self.fabric.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Lets the sequencer run now rather than at its next poll.
+    pub fn wake(&self) {
+        if let Some(t) = self.sequencer.get() {
+            t.unpark();
+        }
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// A running simulator. Stops when dropped.
+pub struct Simulator {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Simulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Simulator({})", self.shared.paths.root.base().display())
+    }
+}
+
+impl Simulator {
+    /// Lays out the root and starts the fabric.
+    pub fn start(config: SimConfig) -> Result<Simulator, SimError> {
+        if config.slots == 0 || usize::from(config.slots) > fabric_hw::contract::MAX_SLOTS {
+            return Err(SimError::Config(format!("--slots must be 1..={}", fabric_hw::contract::MAX_SLOTS)));
+        }
+        if config.lanes == 0 || usize::from(config.lanes) > fabric_hw::contract::MAX_LANES {
+            return Err(SimError::Config(format!("--lanes must be 1..={}", fabric_hw::contract::MAX_LANES)));
+        }
+        let paths = Paths::new(&config);
+        layout::create(&config, &paths).map_err(|source| SimError::Layout {
+            path: config.root.clone(),
+            source,
+        })?;
+        let regs_file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open(&paths.regs)
+            .map_err(|e| SimError::Map(format!("{}: {e}", paths.regs.display())))?;
+        let regs = Mmio::map(&regs_file, &paths.regs, 0, 0, WINDOW_LEN)
+            .map_err(|e| SimError::Map(e.to_string()))?;
+        let cpu_view = DmaBuf::open(&paths.root, layout::DMA_NAME).map_err(|e| SimError::Map(e.to_string()))?;
+        let mut fabric = Fabric::new(config.clone(), regs, cpu_view);
+        for arg in &config.load {
+            let (slot, loaded) = reconfig::boot_image(&config, arg)?;
+            fabric.set_slot(slot, Some(loaded), SlotState::Ready);
+        }
+        let shared = Arc::new(Shared {
+            fabric: Mutex::new(fabric),
+            stop: AtomicBool::new(false),
+            sequencer: OnceLock::new(),
+            paths: paths.clone(),
+            config,
+        });
+        let listener = irq::bind_socket(&paths.irq_socket).map_err(|source| SimError::Irq {
+            path: paths.irq_socket.clone(),
+            source,
+        })?;
+        let watcher = watch::Watcher::new(&shared).map_err(SimError::Watch)?;
+        let mut threads = Vec::new();
+        let s = shared.clone();
+        let seq = thread::Builder::new()
+            .name("sequencer".into())
+            .spawn(move || sequencer(&s))
+            .map_err(SimError::Watch)?;
+        let _ = shared.sequencer.set(seq.thread().clone());
+        threads.push(seq);
+        let s = shared.clone();
+        threads.push(
+            thread::Builder::new()
+                .name("irq".into())
+                .spawn(move || irq::serve(&s, listener))
+                .map_err(SimError::Watch)?,
+        );
+        let s = shared.clone();
+        threads.push(
+            thread::Builder::new()
+                .name("watch".into())
+                .spawn(move || watcher.run(&s))
+                .map_err(SimError::Watch)?,
+        );
+        log::info!(
+            "fabric-sim: {} slots × {} lanes at {}, time scale {}",
+            shared.config.slots,
+            shared.config.lanes,
+            paths.root.base().display(),
+            shared.config.time_scale
+        );
+        Ok(Simulator { shared, threads })
+    }
+
+    /// The board root the simulator laid out.
+    pub fn root(&self) -> Root {
+        self.shared.paths.root.clone()
+    }
+
+    /// The shell's counters.
+    pub fn counters(&self) -> Counters {
+        self.shared.lock().counters()
+    }
+
+    /// Device-side figures (interrupts, syncs, stale descriptors).
+    pub fn stats(&self) -> SimStats {
+        self.shared.lock().stats
+    }
+
+    /// The state of slot `s`.
+    pub fn slot_state(&self, s: usize) -> SlotState {
+        self.shared.lock().slot_state(s)
+    }
+
+    /// Adds faults to inject.
+    pub fn inject(&self, faults: Faults) {
+        let mut f = self.shared.lock();
+        f.faults.hang += faults.hang;
+        f.faults.lose_irq += faults.lose_irq;
+        f.faults.corrupt += faults.corrupt;
+        f.faults.reconfig_fail += faults.reconfig_fail;
+        f.faults.fpga_error += faults.fpga_error;
+    }
+
+    /// Stops every thread and closes the interrupt connections.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.wake();
+        irq::close_all(&self.shared);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Simulator {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn sequencer(shared: &Shared) {
+    set_timer_slack();
+    let poll = Duration::from_micros(shared.config.poll_us.max(1));
+    while !shared.stopping() {
+        let next = {
+            let mut f = shared.lock();
+            let next = f.tick(Instant::now());
+            f.deliver_irq();
+            next
+        };
+        let wait = next
+            .map(|n| n.saturating_duration_since(Instant::now()))
+            .unwrap_or(poll)
+            .min(poll);
+        if !wait.is_zero() {
+            thread::park_timeout(wait);
+        }
+    }
+}
+
+/// The default 50 µs timer slack would double a 50 µs poll.
+fn set_timer_slack() {
+    if let Err(e) = nix::sys::prctl::set_timerslack(1_000) {
+        log::debug!("prctl(PR_SET_TIMERSLACK): {e}");
+    }
+}
+
+/// `fabric-sim`'s main: runs until SIGINT or SIGTERM.
+pub fn run(config: SimConfig) -> std::process::ExitCode {
+    use nix::sys::signal::{SigSet, Signal};
+    // Block the signals before any thread starts, so every thread inherits
+    // the mask and only `wait` below receives them.
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    if let Err(e) = signals.thread_block() {
+        eprintln!("fabric-sim: blocking signals: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
+    let sim = match Simulator::start(config) {
+        Ok(sim) => sim,
+        Err(e) => {
+            eprintln!("fabric-sim: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match signals.wait() {
+        Ok(sig) => log::info!("fabric-sim: {sig:?}, stopping"),
+        Err(e) => log::warn!("fabric-sim: waiting for a signal: {e}"),
+    }
+    sim.stop();
+    std::process::ExitCode::SUCCESS
+}
+
+/// Injects faults through the root's fault file (`/sim/faults`), for a
+/// simulator running in another process. Lines are `KIND COUNT`.
+pub fn fault_file(root: &Root) -> std::path::PathBuf {
+    root.path("/sim/faults")
+}
+
+/// Parses a fault file's text.
+pub fn parse_faults(text: &str) -> Result<Faults, String> {
+    let mut f = Faults::default();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let (kind, count) = line.split_once(char::is_whitespace).unwrap_or((line, "1"));
+        let n: u32 = count
+            .trim()
+            .parse()
+            .map_err(|_| format!("fault {kind:?}: count {count:?} is not a number"))?;
+        match kind {
+            "hang" => f.hang += n,
+            "lose-irq" => f.lose_irq += n,
+            "corrupt" => f.corrupt += n,
+            "reconfig-fail" => f.reconfig_fail += n,
+            "fpga-error" => f.fpga_error += n,
+            other => {
+                return Err(format!(
+                    "unknown fault {other:?} (hang, lose-irq, corrupt, reconfig-fail, fpga-error)"
+                ))
+            }
+        }
+    }
+    Ok(f)
+}

@@ -1,0 +1,123 @@
+//! The simulator's settings (its command line).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// `fabric-sim`: a Zynq board's fabric, behind the same kernel interfaces.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "fabric-sim", version, about = "Simulate the fabricd FPGA fabric behind fake kernel interfaces")]
+pub struct SimConfig {
+    /// Directory to lay the board's /sys, /dev, /proc/device-tree, configfs
+    /// and /lib/firmware out in. Created if missing.
+    #[arg(long)]
+    pub root: PathBuf,
+    /// Multiplies every simulated duration (0 makes the fabric infinitely
+    /// fast; 0.01 runs a 25 s reflash in 250 ms).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// PR slots in the shell.
+    #[arg(long, default_value_t = 2)]
+    pub slots: u8,
+    /// Decode contexts per slot.
+    #[arg(long, default_value_t = 4)]
+    pub lanes: u8,
+    /// Most prompt tokens a request may carry.
+    #[arg(long, default_value_t = 1024)]
+    pub max_prompt: u32,
+    /// Most output tokens a request may ask for.
+    #[arg(long, default_value_t = 256)]
+    pub max_output: u32,
+    /// Fabric time per prompt token, in microseconds (before scaling).
+    #[arg(long, default_value_t = 50)]
+    pub prefill_us: u64,
+    /// Fabric time per output token, in microseconds (before scaling).
+    #[arg(long, default_value_t = 1900)]
+    pub decode_us: u64,
+    /// How long a full reconfiguration darkens the fabric, in seconds
+    /// (before scaling).
+    #[arg(long, default_value_t = 25.0)]
+    pub full_reconfig_secs: f64,
+    /// Partial reconfiguration speed: a slot stays dark for the image's size
+    /// divided by this (before scaling).
+    #[arg(long, default_value_t = 400_000)]
+    pub pr_bytes_per_sec: u64,
+    /// The FPGA part the board carries.
+    #[arg(long, default_value = "xck26-sfvc784-2LV-c")]
+    pub part: String,
+    /// The static shell's interface id (partial images must match it).
+    #[arg(long, default_value = "0x5EED0001", value_parser = parse_u32)]
+    pub interface_id: u32,
+    /// Size of the u-dma-buf buffer in bytes.
+    #[arg(long, default_value_t = 4 << 20)]
+    pub dma_size: u64,
+    /// Make the DMA buffer coherent (no cache maintenance needed).
+    #[arg(long)]
+    pub dma_coherent: bool,
+    /// Where configfs is mounted on the simulated board.
+    #[arg(long, default_value = "/sys/kernel/config")]
+    pub configfs: String,
+    /// Simulate a kernel without configfs overlays (full reconfiguration only).
+    #[arg(long)]
+    pub no_configfs: bool,
+    /// A catalog directory (`manifest.toml` and its files) to install as the
+    /// board image would, into `/lib/firmware/fabricd`.
+    #[arg(long, value_name = "DIR")]
+    pub firmware: Option<PathBuf>,
+    /// Program a slot at power-on, as a boot image would: SLOT=FILE (.bit or
+    /// .bin; a plain name is looked up in `/lib/firmware/fabricd`).
+    /// Repeatable.
+    #[arg(long = "load", value_name = "SLOT=FILE")]
+    pub load: Vec<String>,
+    /// How often the sequencer looks at the doorbells, in microseconds.
+    #[arg(long, default_value_t = 50)]
+    pub poll_us: u64,
+    /// Report this shell version (MAJOR.MINOR), for testing refusals.
+    #[arg(long, default_value = "1.0", hide = true)]
+    pub shell_version: String,
+    /// Report this MAGIC, for testing refusals.
+    #[arg(long, default_value = "0x46414252", value_parser = parse_u32, hide = true)]
+    pub shell_magic: u32,
+}
+
+fn parse_u32(s: &str) -> Result<u32, String> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => s.parse(),
+    }
+    .map_err(|e| format!("{s:?}: {e}"))
+}
+
+impl SimConfig {
+    /// Default settings for a root directory.
+    pub fn for_root(root: impl Into<PathBuf>) -> SimConfig {
+        // Parsing our own defaults cannot fail.
+        let mut c = SimConfig::parse_from(["fabric-sim", "--root", "."]);
+        c.root = root.into();
+        c
+    }
+
+    /// `base` scaled by the time scale.
+    pub fn scaled(&self, base: Duration) -> Duration {
+        base.mul_f64(self.time_scale.max(0.0))
+    }
+
+    /// The simulated fabric's time per prompt token.
+    pub fn prefill(&self) -> Duration {
+        self.scaled(Duration::from_micros(self.prefill_us))
+    }
+
+    /// The simulated fabric's time per output token.
+    pub fn decode(&self) -> Duration {
+        self.scaled(Duration::from_micros(self.decode_us))
+    }
+
+    /// `(major, minor)` of `--shell-version`.
+    pub fn version(&self) -> (u16, u16) {
+        let mut parts = self.shell_version.split('.');
+        let major = parts.next().and_then(|p| p.parse().ok()).unwrap_or(1);
+        let minor = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        (major, minor)
+    }
+}

@@ -1,0 +1,716 @@
+//! The static shell and its PR slots: registers, rings, decoding contexts,
+//! the interrupt, and what the CPU cache would hide.
+//!
+//! [`Fabric`] is plain state; [`Fabric::tick`] advances it to an instant and
+//! says when it next needs to run. The sequencer thread calls it at least
+//! every poll interval; the interrupt and watcher threads change it through
+//! the same mutex.
+//!
+//! Memory: the device reads and writes only `dram`, its own copy of the
+//! buffer. The CPU's view is the `/dev/udmabuf-fabric` file the daemon maps.
+//! The two meet only through the sync attributes, the way a non-coherent
+//! cache meets DDR: a descriptor the daemon wrote but did not sync for the
+//! device is not seen here, and tokens the device wrote are not seen by the
+//! daemon until it syncs for the CPU. A forgotten sync fails.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fabric_hw::contract::*;
+use fabric_hw::dma::{decode_sync_command, DmaBuf, SyncDirection};
+use fabric_hw::mmio::{Mmio, RegisterWindow};
+use fabric_hw::shell::Counters;
+use fabric_model::ngram::Generator;
+use fabric_model::Model;
+
+use crate::config::SimConfig;
+use crate::layout::DMA_PHYS;
+
+/// A model programmed into a slot.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub model: Arc<Model>,
+    /// SHA-256 of the configuration image as it was streamed in.
+    pub hash: [u8; 32],
+    /// The overlay that programmed it, if any.
+    pub overlay: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    state: SlotState,
+    loaded: Option<Loaded>,
+    loads: u32,
+    quiesce: bool,
+    active: u32,
+}
+
+#[derive(Debug)]
+struct Ctx {
+    tag: u32,
+    slot: usize,
+    started: Instant,
+    next_due: Instant,
+    generator: Generator,
+    model: Arc<Model>,
+    produced: u32,
+    max_tokens: u32,
+    stop_token: u32,
+    stream: bool,
+    output: usize,
+    crc: crc32fast::Hasher,
+    hung: bool,
+    corrupt: bool,
+}
+
+/// Faults a test can inject; each count is consumed by the next matching
+/// event.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Faults {
+    /// Requests that never finish and ignore cancels (a hung decoder).
+    pub hang: u32,
+    /// Interrupts that are raised (and masked) but never delivered.
+    pub lose_irq: u32,
+    /// Requests whose output gets a flipped token after its CRC was taken.
+    pub corrupt: u32,
+    /// Overlay applies that fail although writing `path` succeeded.
+    pub reconfig_fail: u32,
+    /// FPGA manager loads that end in `write error`.
+    pub fpga_error: u32,
+}
+
+/// Device-side counters beyond the registers, for tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SimStats {
+    pub irqs_sent: u32,
+    pub irqs_lost: u32,
+    pub syncs_for_device: u64,
+    pub syncs_for_cpu: u64,
+    pub stale_descriptors: u32,
+}
+
+#[derive(Debug)]
+struct Ring {
+    base: usize,
+    entries: u32,
+}
+
+/// The interrupt line as UIO sees it.
+#[derive(Debug, Default)]
+pub struct IrqLine {
+    pub count: u32,
+    pub masked: bool,
+    pub conns: Vec<File>,
+}
+
+/// The whole fabric.
+#[derive(Debug)]
+pub struct Fabric {
+    config: SimConfig,
+    regs: Mmio,
+    dram: Vec<u8>,
+    /// The CPU's view: the same file the daemon maps.
+    cpu_view: DmaBuf,
+    slots: Vec<Slot>,
+    ctxs: Vec<Option<Ctx>>,
+    enabled: bool,
+    sq: Option<Ring>,
+    cq: Option<Ring>,
+    sq_head: u32,
+    cq_tail: u32,
+    pending: VecDeque<Cqe>,
+    event_seq: u32,
+    counters: Counters,
+    pub irq: IrqLine,
+    pub faults: Faults,
+    pub stats: SimStats,
+    /// Until when the whole fabric is dark (full reconfiguration).
+    dark_until: Option<Instant>,
+    /// The image a full reconfiguration will leave in slot 0.
+    after_dark: Option<Option<Loaded>>,
+}
+
+impl Fabric {
+    /// A powered-on fabric over the register file and the CPU view.
+    pub fn new(config: SimConfig, regs: Mmio, cpu_view: DmaBuf) -> Fabric {
+        let contexts = usize::from(config.slots) * usize::from(config.lanes);
+        let mut f = Fabric {
+            dram: vec![0u8; config.dma_size as usize],
+            regs,
+            cpu_view,
+            slots: (0..config.slots).map(|_| Slot::default()).collect(),
+            ctxs: (0..contexts).map(|_| None).collect(),
+            enabled: false,
+            sq: None,
+            cq: None,
+            sq_head: 0,
+            cq_tail: 0,
+            pending: VecDeque::new(),
+            event_seq: 0,
+            counters: Counters::default(),
+            irq: IrqLine::default(),
+            faults: Faults::default(),
+            stats: SimStats::default(),
+            dark_until: None,
+            after_dark: None,
+            config,
+        };
+        f.power_on();
+        f
+    }
+
+    fn r(&self) -> &dyn RegisterWindow {
+        &self.regs
+    }
+
+    /// Every register to its reset value.
+    fn power_on(&mut self) {
+        for off in (0..REG_FILE_WORDS).map(|w| w * 4) {
+            self.regs.write32(off, 0);
+        }
+        let (major, minor) = self.config.version();
+        let c = &self.config;
+        let r = &self.regs;
+        REG_MAGIC.device_write(r, c.shell_magic);
+        REG_VERSION.device_write(r, (u32::from(major) << 16) | u32::from(minor));
+        REG_CAPS.device_write(r, u32::from(c.slots & 0xF) | (u32::from(c.lanes) << 4));
+        REG_MAX_PROMPT.device_write(r, c.max_prompt);
+        REG_MAX_OUTPUT.device_write(r, c.max_output);
+        REG_INTERFACE_ID.device_write(r, c.interface_id);
+        REG_PREFILL_NS.device_write(r, c.prefill().as_nanos().min(u32::MAX.into()) as u32);
+        REG_DECODE_NS.device_write(r, c.decode().as_nanos().min(u32::MAX.into()) as u32);
+        self.enabled = false;
+        self.sq = None;
+        self.cq = None;
+        self.sq_head = 0;
+        self.cq_tail = 0;
+        self.pending.clear();
+        self.event_seq = 0;
+        self.counters = Counters::default();
+        for c in self.ctxs.iter_mut() {
+            *c = None;
+        }
+        for s in 0..self.slots.len() {
+            self.write_slot(s);
+        }
+    }
+
+    /// Programs slot `s` directly (a boot image, or the end of a load).
+    pub fn set_slot(&mut self, s: usize, loaded: Option<Loaded>, state: SlotState) {
+        self.abort_slot(s);
+        let slot = &mut self.slots[s];
+        if state == SlotState::Ready && loaded.is_some() {
+            slot.loads = slot.loads.wrapping_add(1);
+        }
+        slot.loaded = loaded;
+        slot.state = state;
+        self.write_slot(s);
+        self.bump_event();
+    }
+
+    /// The overlay that programmed slot `s`.
+    pub fn slot_overlay(&self, s: usize) -> Option<String> {
+        self.slots[s].loaded.as_ref().and_then(|l| l.overlay.clone())
+    }
+
+    /// Slot `s`'s state.
+    pub fn slot_state(&self, s: usize) -> SlotState {
+        self.slots[s].state
+    }
+
+    /// The number of slots.
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Ends every request running in slot `s` with a fault (its logic is
+    /// about to be replaced).
+    fn abort_slot(&mut self, s: usize) {
+        let now = Instant::now();
+        for i in 0..self.ctxs.len() {
+            if self.ctxs[i].as_ref().is_some_and(|c| c.slot == s) {
+                self.finish(i, CqeStatus::Fault, Finish::None, now);
+            }
+        }
+    }
+
+    fn write_slot(&mut self, s: usize) {
+        let regs = SlotRegs::of(s);
+        let slot = &self.slots[s];
+        let hash = slot.loaded.as_ref().map_or([0u8; 32], |l| l.hash);
+        regs.state.device_write(&self.regs, slot.state.encode());
+        regs.loads.device_write(&self.regs, slot.loads);
+        regs.active.device_write(&self.regs, slot.active);
+        regs.shutdown.device_write(
+            &self.regs,
+            if slot.quiesce && slot.active == 0 { SHUTDOWN_DONE } else { 0 },
+        );
+        for (i, chunk) in hash.chunks_exact(4).enumerate() {
+            regs.hash_word(i)
+                .device_write(&self.regs, u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]));
+        }
+    }
+
+    fn bump_event(&mut self) {
+        self.event_seq = self.event_seq.wrapping_add(1);
+        REG_EVENT_SEQ.device_write(&self.regs, self.event_seq);
+    }
+
+    fn fault(&mut self, code: FaultCode) {
+        REG_FAULT_CODE.device_write(&self.regs, code as u32);
+        self.counters.errors = self.counters.errors.wrapping_add(1);
+        self.bump_event();
+    }
+
+    fn write_counters(&self) {
+        let r = &self.regs;
+        REG_CNT_SUBMITTED.device_write(r, self.counters.submitted);
+        REG_CNT_COMPLETED.device_write(r, self.counters.completed);
+        REG_CNT_CANCELLED.device_write(r, self.counters.cancelled);
+        REG_CNT_ACTIVE.device_write(r, self.counters.active);
+        REG_CNT_TOKENS.device_write(r, self.counters.tokens);
+        REG_CNT_ERRORS.device_write(r, self.counters.errors);
+    }
+
+    /// The shell's counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Starts a full reconfiguration: dark for `dark`, then `image` in slot 0.
+    pub fn go_dark(&mut self, dark: Duration, image: Option<Loaded>) {
+        for c in self.ctxs.iter_mut() {
+            *c = None;
+        }
+        for off in (0..REG_FILE_WORDS).map(|w| w * 4) {
+            self.regs.write32(off, 0);
+        }
+        REG_STATUS.device_write(&self.regs, 1 << 1);
+        self.enabled = false;
+        self.dark_until = Some(Instant::now() + dark);
+        self.after_dark = Some(image);
+    }
+
+    /// Whether a full reconfiguration is running.
+    pub fn is_dark(&self) -> bool {
+        self.dark_until.is_some()
+    }
+
+    // ---- DMA -------------------------------------------------------------
+
+    /// Performs a u-dma-buf sync command written by the CPU. Returns false
+    /// for a command that u-dma-buf would refuse.
+    pub fn sync(&mut self, command: u64, for_device: bool) -> bool {
+        let Some((offset, size, dir)) = decode_sync_command(command) else {
+            return false;
+        };
+        let (start, end) = (offset as usize, (offset + size) as usize);
+        if end > self.dram.len() || start > end {
+            return false;
+        }
+        if for_device {
+            self.stats.syncs_for_device += 1;
+            // A clean makes the CPU's writes visible in DDR, whatever the
+            // direction says.
+            self.cpu_view
+                .read(start as u64, &mut self.dram[start..end])
+                .is_ok()
+        } else {
+            self.stats.syncs_for_cpu += 1;
+            // Invalidating a to-device range discards nothing the device
+            // wrote, so there is nothing to copy.
+            dir == SyncDirection::ToDevice || self.cpu_view.write(start as u64, &self.dram[start..end]).is_ok()
+        }
+    }
+
+    /// Copies the whole CPU view into DRAM (a coherent buffer has no cache
+    /// to sync; `tick` calls this before the device reads).
+    fn coherent_in(&mut self, start: usize, end: usize) {
+        if self.config.dma_coherent {
+            // In bounds: callers checked the range against the buffer.
+            let _ = self.cpu_view.read(start as u64, &mut self.dram[start..end]);
+        }
+    }
+
+    fn coherent_out(&mut self, start: usize, end: usize) {
+        if self.config.dma_coherent {
+            let _ = self.cpu_view.write(start as u64, &self.dram[start..end]);
+        }
+    }
+
+    fn dram_offset(&self, phys: u64, len: u64) -> Option<usize> {
+        let off = phys.checked_sub(DMA_PHYS)?;
+        let end = off.checked_add(len)?;
+        (end <= self.dram.len() as u64).then_some(off as usize)
+    }
+
+    fn dram_u32(&self, at: usize) -> u32 {
+        u32::from_le_bytes([self.dram[at], self.dram[at + 1], self.dram[at + 2], self.dram[at + 3]])
+    }
+
+    // ---- the sequencer ------------------------------------------------------
+
+    /// Advances the fabric to `now`; returns when it next has work due.
+    pub fn tick(&mut self, now: Instant) -> Option<Instant> {
+        if let Some(until) = self.dark_until {
+            if now < until {
+                return Some(until);
+            }
+            self.dark_until = None;
+            self.power_on();
+            if let Some(Some(image)) = self.after_dark.take() {
+                self.set_slot(0, Some(image), SlotState::Ready);
+            }
+        }
+        self.control();
+        self.slot_control();
+        if self.enabled {
+            self.fetch(now);
+            self.cancels(now);
+            self.advance(now);
+            self.post_pending();
+        }
+        self.write_counters();
+        self.ctxs.iter().flatten().filter(|c| !c.hung).map(|c| c.next_due).min()
+    }
+
+    fn control(&mut self) {
+        let control = REG_CONTROL.read(self.r());
+        let want = control.is_set(CONTROL::ENABLE);
+        if want && !self.enabled {
+            self.start_rings();
+        } else if !want && self.enabled {
+            self.enabled = false;
+            for c in self.ctxs.iter_mut() {
+                *c = None;
+            }
+            for s in self.slots.iter_mut() {
+                s.active = 0;
+            }
+            self.pending.clear();
+            self.counters.active = 0;
+            REG_STATUS.device_write(&self.regs, 0);
+        }
+    }
+
+    fn start_rings(&mut self) {
+        let r = self.r();
+        let sq_addr = u64::from(REG_SQ_BASE_LO.get(r)) | (u64::from(REG_SQ_BASE_HI.get(r)) << 32);
+        let cq_addr = u64::from(REG_CQ_BASE_LO.get(r)) | (u64::from(REG_CQ_BASE_HI.get(r)) << 32);
+        let sq_entries = REG_SQ_ENTRIES.get(r);
+        let cq_entries = REG_CQ_ENTRIES.get(r);
+        let ok = |n: u32| n.is_power_of_two() && (2..=4096).contains(&n);
+        let sq = self.dram_offset(sq_addr, u64::from(sq_entries) * SQE_LEN as u64);
+        let cq = self.dram_offset(cq_addr, u64::from(cq_entries) * CQE_LEN as u64);
+        match (sq, cq) {
+            (Some(sq), Some(cq)) if ok(sq_entries) && ok(cq_entries) => {
+                self.sq = Some(Ring { base: sq, entries: sq_entries });
+                self.cq = Some(Ring { base: cq, entries: cq_entries });
+            }
+            _ => {
+                log::warn!("ring programming refused: SQ {sq_addr:#x}×{sq_entries}, CQ {cq_addr:#x}×{cq_entries}");
+                self.fault(FaultCode::RingMisprogrammed);
+                REG_STATUS.device_write(&self.regs, 1 << 2);
+                return;
+            }
+        }
+        for c in self.ctxs.iter_mut() {
+            *c = None;
+        }
+        for s in self.slots.iter_mut() {
+            s.active = 0;
+        }
+        self.counters.active = 0;
+        self.pending.clear();
+        self.sq_head = 0;
+        self.cq_tail = 0;
+        REG_SQ_HEAD.device_write(&self.regs, 0);
+        REG_CQ_TAIL.device_write(&self.regs, 0);
+        self.enabled = true;
+        REG_STATUS.device_write(&self.regs, 1);
+    }
+
+    fn slot_control(&mut self) {
+        for s in 0..self.slots.len() {
+            let regs = SlotRegs::of(s);
+            let quiesce = regs.ctrl.read(self.r()).is_set(SLOT_CTRL::QUIESCE);
+            self.slots[s].quiesce = quiesce;
+            self.write_slot(s);
+        }
+    }
+
+    fn fetch(&mut self, now: Instant) {
+        let Some(sq) = &self.sq else { return };
+        let (base, entries) = (sq.base, sq.entries);
+        let tail = REG_SQ_TAIL.get(self.r());
+        let mut fetched = false;
+        while self.sq_head != tail && tail.wrapping_sub(self.sq_head) <= entries {
+            let seq = self.sq_head;
+            let at = base + (seq % entries) as usize * SQE_LEN;
+            self.coherent_in(at, at + SQE_LEN);
+            let mut raw = [0u8; SQE_LEN];
+            raw.copy_from_slice(&self.dram[at..at + SQE_LEN]);
+            self.sq_head = self.sq_head.wrapping_add(1);
+            fetched = true;
+            match Sqe::decode(&raw, seq) {
+                Ok(sqe) => self.accept(sqe, seq, now),
+                Err(DescriptorError::Stale { .. }) => {
+                    self.stats.stale_descriptors += 1;
+                    log::warn!("SQ index {seq}: stale descriptor (the host did not sync it for the device)");
+                    self.refuse(seq, CqeStatus::StaleDescriptor, FaultCode::StaleDescriptor);
+                }
+                Err(e) => {
+                    log::warn!("SQ index {seq}: {e}");
+                    self.refuse(seq, CqeStatus::BadDescriptor, FaultCode::BadDescriptorCrc);
+                }
+            }
+        }
+        if fetched {
+            REG_SQ_HEAD.device_write(&self.regs, self.sq_head);
+        }
+    }
+
+    fn refuse(&mut self, seq: u32, status: CqeStatus, code: FaultCode) {
+        self.fault(code);
+        self.pending.push_back(Cqe {
+            seq: 0,
+            tag: 0,
+            ctx: 0,
+            kind: CqeKind::Done,
+            status,
+            n_tokens: seq,
+            crc: 0,
+            fabric_us: 0,
+            finish: Finish::None,
+        });
+    }
+
+    fn done_now(&mut self, sqe: &Sqe, status: CqeStatus, code: FaultCode) {
+        self.fault(code);
+        self.pending.push_back(Cqe {
+            seq: 0,
+            tag: sqe.tag,
+            ctx: sqe.ctx,
+            kind: CqeKind::Done,
+            status,
+            n_tokens: 0,
+            crc: 0,
+            fabric_us: 0,
+            finish: Finish::None,
+        });
+    }
+
+    fn accept(&mut self, sqe: Sqe, seq: u32, now: Instant) {
+        let c = &self.config;
+        let lanes = usize::from(c.lanes);
+        let ctx = usize::from(sqe.ctx);
+        let slot = usize::from(sqe.slot);
+        let valid = sqe.opcode == OP_GENERATE
+            && sqe.tag != 0
+            && ctx < self.ctxs.len()
+            && slot < self.slots.len()
+            && ctx / lanes == slot
+            && (1..=c.max_prompt).contains(&sqe.prompt_len)
+            && (1..=c.max_output).contains(&sqe.max_tokens)
+            && sqe.output_cap >= sqe.max_tokens;
+        let prompt_at = self.dram_offset(sqe.prompt_addr, u64::from(sqe.prompt_len) * 4);
+        let output_at = self.dram_offset(sqe.output_addr, u64::from(sqe.output_cap) * 4);
+        let (Some(prompt_at), Some(output_at), true) = (prompt_at, output_at, valid) else {
+            log::warn!("SQ index {seq}: descriptor for tag {} is out of bounds or malformed", sqe.tag);
+            self.refuse(seq, CqeStatus::BadDescriptor, FaultCode::BadDescriptorCrc);
+            return;
+        };
+        if self.ctxs[ctx].is_some() {
+            self.done_now(&sqe, CqeStatus::BadDescriptor, FaultCode::ContextBusy);
+            return;
+        }
+        let s = &self.slots[slot];
+        let model = match (&s.loaded, s.state, s.quiesce) {
+            (Some(l), SlotState::Ready, false) => l.model.clone(),
+            _ => {
+                self.done_now(&sqe, CqeStatus::SlotNotReady, FaultCode::SlotNotReady);
+                return;
+            }
+        };
+        let len = sqe.prompt_len as usize;
+        self.coherent_in(prompt_at, prompt_at + len * 4);
+        let prompt: Vec<u32> = (0..len).map(|i| self.dram_u32(prompt_at + i * 4)).collect();
+        let first = self.config.prefill() * sqe.prompt_len + self.config.decode();
+        let hung = take(&mut self.faults.hang);
+        let corrupt = take(&mut self.faults.corrupt);
+        self.ctxs[ctx] = Some(Ctx {
+            tag: sqe.tag,
+            slot,
+            started: now,
+            next_due: now + first,
+            generator: model.start(&prompt, sqe.seed, sqe.temperature),
+            model,
+            produced: 0,
+            max_tokens: sqe.max_tokens,
+            stop_token: sqe.stop_token,
+            stream: sqe.flags & FLAG_STREAM != 0,
+            output: output_at,
+            crc: crc32fast::Hasher::new(),
+            hung,
+            corrupt,
+        });
+        self.slots[slot].active += 1;
+        self.counters.submitted = self.counters.submitted.wrapping_add(1);
+        self.counters.active += 1;
+    }
+
+    fn cancels(&mut self, now: Instant) {
+        for i in 0..self.ctxs.len() {
+            let Some(c) = &self.ctxs[i] else { continue };
+            if c.hung {
+                continue;
+            }
+            if reg_ctx_cancel(i).get(self.r()) == c.tag {
+                self.finish(i, CqeStatus::Cancelled, Finish::None, now);
+            }
+        }
+    }
+
+    fn advance(&mut self, now: Instant) {
+        let decode = self.config.decode();
+        for i in 0..self.ctxs.len() {
+            loop {
+                let Some(c) = self.ctxs[i].as_mut() else { break };
+                if c.hung || c.next_due > now {
+                    break;
+                }
+                let token = c.generator.step(&c.model);
+                let at = c.output + c.produced as usize * 4;
+                c.crc.update(&token.to_le_bytes());
+                c.produced += 1;
+                c.next_due += decode;
+                let (produced, stream, tag) = (c.produced, c.stream, c.tag);
+                let done = if token == c.stop_token {
+                    Some(Finish::Stop)
+                } else if c.produced >= c.max_tokens {
+                    Some(Finish::Length)
+                } else {
+                    None
+                };
+                self.dram[at..at + 4].copy_from_slice(&token.to_le_bytes());
+                self.coherent_out(at, at + 4);
+                self.counters.tokens = self.counters.tokens.wrapping_add(1);
+                match done {
+                    Some(finish) => {
+                        self.finish(i, CqeStatus::Ok, finish, now);
+                        break;
+                    }
+                    None if stream => self.pending.push_back(Cqe {
+                        seq: 0,
+                        tag,
+                        ctx: i as u16,
+                        kind: CqeKind::Tokens,
+                        status: CqeStatus::Ok,
+                        n_tokens: produced,
+                        crc: 0,
+                        fabric_us: 0,
+                        finish: Finish::None,
+                    }),
+                    None => {}
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, i: usize, status: CqeStatus, finish: Finish, now: Instant) {
+        let Some(c) = self.ctxs[i].take() else { return };
+        let crc = c.crc.finalize();
+        if c.corrupt && c.produced > 0 {
+            // Flip a bit of the first token after the CRC was taken: the
+            // host must notice.
+            self.dram[c.output] ^= 0x01;
+            self.coherent_out(c.output, c.output + 4);
+        }
+        let slot = &mut self.slots[c.slot];
+        slot.active = slot.active.saturating_sub(1);
+        self.counters.active = self.counters.active.saturating_sub(1);
+        match status {
+            CqeStatus::Ok => self.counters.completed = self.counters.completed.wrapping_add(1),
+            CqeStatus::Cancelled => self.counters.cancelled = self.counters.cancelled.wrapping_add(1),
+            _ => self.counters.errors = self.counters.errors.wrapping_add(1),
+        }
+        self.pending.push_back(Cqe {
+            seq: 0,
+            tag: c.tag,
+            ctx: i as u16,
+            kind: CqeKind::Done,
+            status,
+            n_tokens: c.produced,
+            crc,
+            fabric_us: now.saturating_duration_since(c.started).as_micros().min(u32::MAX.into()) as u32,
+            finish,
+        });
+        self.write_slot(c.slot);
+    }
+
+    fn post_pending(&mut self) {
+        let Some(cq) = &self.cq else { return };
+        let (base, entries) = (cq.base, cq.entries);
+        let head = REG_CQ_HEAD.get(self.r());
+        let mut posted = false;
+        while let Some(mut cqe) = self.pending.pop_front() {
+            if self.cq_tail.wrapping_sub(head) >= entries {
+                // Full: the device waits for the host to consume.
+                self.pending.push_front(cqe);
+                break;
+            }
+            cqe.seq = self.cq_tail;
+            let at = base + (self.cq_tail % entries) as usize * CQE_LEN;
+            self.dram[at..at + CQE_LEN].copy_from_slice(&cqe.encode());
+            self.coherent_out(at, at + CQE_LEN);
+            self.cq_tail = self.cq_tail.wrapping_add(1);
+            posted = true;
+        }
+        if posted {
+            REG_CQ_TAIL.device_write(&self.regs, self.cq_tail);
+        }
+    }
+
+    // ---- the interrupt -------------------------------------------------------
+
+    /// Whether the interrupt condition holds.
+    pub fn irq_level(&self) -> bool {
+        let r = self.r();
+        let control = REG_CONTROL.read(r);
+        self.enabled
+            && control.is_set(CONTROL::IRQ_ENABLE)
+            && (self.cq_tail != REG_CQ_HEAD.get(r) || self.event_seq != REG_EVENT_ACK.get(r))
+    }
+
+    /// Raises the interrupt if its condition holds and UIO has it unmasked.
+    pub fn deliver_irq(&mut self) {
+        if self.irq.masked || !self.irq_level() {
+            return;
+        }
+        self.irq.count = self.irq.count.wrapping_add(1);
+        self.irq.masked = true;
+        if take(&mut self.faults.lose_irq) {
+            self.stats.irqs_lost += 1;
+            return;
+        }
+        self.stats.irqs_sent += 1;
+        let bytes = (self.irq.count as i32).to_ne_bytes();
+        self.irq.conns.retain_mut(|conn| conn.write_all(&bytes).is_ok());
+    }
+}
+
+/// Words in the register file that `power_on` clears.
+const REG_FILE_WORDS: usize = WINDOW_LEN / 4;
+
+fn take(counter: &mut u32) -> bool {
+    if *counter > 0 {
+        *counter -= 1;
+        true
+    } else {
+        false
+    }
+}
+

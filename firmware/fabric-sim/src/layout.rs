@@ -1,0 +1,197 @@
+//! The fake board root: every file and directory the daemon looks at.
+//!
+//! | board path | here |
+//! |---|---|
+//! | `/proc/device-tree` | directories and property files written from [`base_tree`] |
+//! | `/sys/class/uio/uio0/{name,version,maps/map0/*}` | text files |
+//! | `/dev/uio0` | a regular file of one page: the register window, mapped `MAP_SHARED` by both sides |
+//! | (the interrupt) | a `SOCK_SEQPACKET` socket at `/dev/uio0.irq` (a regular file cannot block a read) |
+//! | `/sys/class/u-dma-buf/udmabuf-fabric/*` | text files; `sync_for_*` are watched |
+//! | `/dev/udmabuf-fabric` | a regular file: the CPU's cached view of the buffer |
+//! | `/sys/class/fpga_manager/fpga0/*` | text files; `firmware` is watched |
+//! | `<configfs>/device-tree/overlays` | a directory; new overlay directories are watched |
+//! | `/lib/firmware` | a directory |
+//! | `/sim/faults` | not a board path: fault injection for tests |
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use fabric_hw::contract::{SHELL_COMPATIBLE, SHELL_UIO_NAME};
+use fabric_hw::devtree::DtNode;
+use fabric_hw::Root;
+
+use crate::config::SimConfig;
+
+/// Physical address of the shell's register window.
+pub const SHELL_PHYS: u64 = 0xA000_0000;
+/// Physical address of the DMA buffer. Above 4 GiB on purpose: it catches
+/// code that keeps a physical address in a 32-bit `usize`, which the 32-bit
+/// Zynq-7000 build would otherwise only find on hardware.
+pub const DMA_PHYS: u64 = 0x8_7000_0000;
+/// The DMA buffer's device name.
+pub const DMA_NAME: &str = "udmabuf-fabric";
+/// Bytes of the register window file (one page on every target we build for).
+pub const REG_FILE_LEN: usize = 4096;
+
+/// The paths the simulator creates and watches.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub root: Root,
+    pub regs: PathBuf,
+    pub irq_socket: PathBuf,
+    pub dma_dev: PathBuf,
+    pub dma_sys: PathBuf,
+    pub fpga_mgr: PathBuf,
+    pub overlays: PathBuf,
+    pub sim_dir: PathBuf,
+}
+
+impl Paths {
+    pub fn new(config: &SimConfig) -> Paths {
+        let root = Root::new(&config.root).with_configfs(&config.configfs);
+        Paths {
+            regs: root.dev("uio0"),
+            irq_socket: root.dev("uio0.irq"),
+            dma_dev: root.dev(DMA_NAME),
+            dma_sys: root.udmabuf_class().join(DMA_NAME),
+            fpga_mgr: root.fpga_manager(0),
+            overlays: root.overlays(),
+            sim_dir: root.path("/sim"),
+            root,
+        }
+    }
+}
+
+/// The device-tree path of slot `s`'s region.
+pub fn region_path(s: u8) -> String {
+    format!("/amba_pl@0/fpga-region@{s}")
+}
+
+/// The base device tree of the simulated board, as the kernel shows it.
+pub fn base_tree(config: &SimConfig) -> DtNode {
+    let mut root = DtNode {
+        path: "/".into(),
+        ..DtNode::default()
+    };
+    root.set_string("model", "fabricd simulated board");
+    root.set_strings("compatible", &["fabricd,sim", "xlnx,zynqmp"]);
+    let fpga_full = root.add_child("fpga-full");
+    fpga_full.set_strings("compatible", &["fpga-region"]);
+    fpga_full.set_cells("fpga-mgr", &[1]);
+    let amba = root.add_child("amba_pl@0");
+    amba.set_strings("compatible", &["simple-bus"]);
+    amba.set_cells("#address-cells", &[2]);
+    amba.set_cells("#size-cells", &[2]);
+    let shell = amba.add_child(&format!("{SHELL_UIO_NAME}@{SHELL_PHYS:x}"));
+    shell.set_strings("compatible", &[SHELL_COMPATIBLE, "generic-uio"]);
+    shell.set_cells("reg", &[0, SHELL_PHYS as u32, 0, 0x1000]);
+    shell.set_cells("interrupts", &[0, 89, 4]);
+    shell.set_string("fabricd,part", &config.part);
+    shell.set_cells("fabricd,interface-id", &[config.interface_id]);
+    for s in 0..config.slots {
+        let phandle = 0x10 + u32::from(s);
+        let decoupler = amba.add_child(&format!("pr-decoupler@{:x}", SHELL_PHYS + 0x10000 * (u64::from(s) + 1)));
+        decoupler.set_strings("compatible", &["xlnx,pr-decoupler-1.00", "xlnx,pr-decoupler"]);
+        decoupler.set_cells("phandle", &[phandle]);
+        let region = amba.add_child(&format!("fpga-region@{s}"));
+        region.set_strings("compatible", &["fpga-region"]);
+        region.set_cells("fabricd,slot", &[u32::from(s)]);
+        region.set_cells("fpga-bridges", &[phandle]);
+        region.set_cells("#address-cells", &[2]);
+        region.set_cells("#size-cells", &[2]);
+    }
+    let dma = amba.add_child("udmabuf@0");
+    dma.set_strings("compatible", &["ikwzm,u-dma-buf"]);
+    dma.set_string("device-name", DMA_NAME);
+    dma.set_cells("size", &[(config.dma_size >> 32) as u32, config.dma_size as u32]);
+    if config.dma_coherent {
+        dma.set_flag("dma-coherent");
+    }
+    root
+}
+
+fn write(path: &Path, text: &str) -> io::Result<()> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    fs::write(path, text)
+}
+
+/// Lays the root out. Anything left from an earlier run is replaced, except
+/// `/lib/firmware`, which belongs to the daemon.
+pub fn create(config: &SimConfig, paths: &Paths) -> io::Result<()> {
+    let root = &paths.root;
+    for dir in ["/proc/device-tree", "/sys/class/uio", "/sys/class/u-dma-buf", "/sys/class/fpga_manager", "/sim"] {
+        let p = root.path(dir);
+        if p.exists() {
+            fs::remove_dir_all(&p)?;
+        }
+    }
+    if paths.overlays.exists() {
+        // Overlay directories of a previous run: the board has rebooted.
+        fs::remove_dir_all(&paths.overlays)?;
+    }
+    for p in [&paths.regs, &paths.irq_socket, &paths.dma_dev] {
+        if p.exists() {
+            fs::remove_file(p)?;
+        }
+    }
+    base_tree(config).write_dir(&root.device_tree())?;
+
+    let uio = root.uio_class().join("uio0");
+    write(&uio.join("name"), &format!("{SHELL_UIO_NAME}\n"))?;
+    write(&uio.join("version"), "devicetree\n")?;
+    write(&uio.join("event"), "0\n")?;
+    let map = uio.join("maps/map0");
+    write(&map.join("name"), &format!("{SHELL_UIO_NAME}@{SHELL_PHYS:x}\n"))?;
+    write(&map.join("addr"), &format!("0x{SHELL_PHYS:016x}\n"))?;
+    write(&map.join("size"), &format!("0x{:016x}\n", REG_FILE_LEN))?;
+    write(&map.join("offset"), "0x0\n")?;
+    fs::create_dir_all(root.path("/dev"))?;
+    fs::write(&paths.regs, vec![0u8; REG_FILE_LEN])?;
+
+    let sys = &paths.dma_sys;
+    write(&sys.join("driver_version"), "5.0.0-sim\n")?;
+    write(&sys.join("phys_addr"), &format!("0x{DMA_PHYS:016x}\n"))?;
+    write(&sys.join("size"), &format!("{}\n", config.dma_size))?;
+    write(&sys.join("sync_mode"), "1\n")?;
+    write(&sys.join("sync_offset"), "0x0\n")?;
+    write(&sys.join("sync_size"), &format!("{}\n", config.dma_size))?;
+    write(&sys.join("sync_direction"), "0\n")?;
+    write(&sys.join("sync_owner"), "0\n")?;
+    write(&sys.join("sync_for_cpu"), "0\n")?;
+    write(&sys.join("sync_for_device"), "0\n")?;
+    write(&sys.join("dma_coherent"), if config.dma_coherent { "1\n" } else { "0\n" })?;
+    let dma = fs::File::create(&paths.dma_dev)?;
+    dma.set_len(config.dma_size)?;
+
+    let mgr = &paths.fpga_mgr;
+    write(&mgr.join("name"), "Xilinx ZynqMP FPGA Manager (simulated)\n")?;
+    write(&mgr.join("state"), "operating\n")?;
+    write(&mgr.join("status"), "\n")?;
+    write(&mgr.join("flags"), "0\n")?;
+    write(&mgr.join("firmware"), "")?;
+
+    if !config.no_configfs {
+        fs::create_dir_all(&paths.overlays)?;
+    }
+    fs::create_dir_all(root.firmware_dir())?;
+    if let Some(src) = &config.firmware {
+        let dst = root.our_firmware_dir();
+        fs::create_dir_all(&dst)?;
+        for entry in fs::read_dir(src)? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                fs::copy(entry.path(), dst.join(entry.file_name()))?;
+            }
+        }
+    }
+    write(&paths.sim_dir.join("faults"), "")?;
+    Ok(())
+}
+
+/// Whether `name` is a plain file name.
+pub fn plain(name: &str) -> bool {
+    !name.is_empty() && !name.contains('/') && name != "." && name != ".."
+}

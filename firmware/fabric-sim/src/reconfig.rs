@@ -1,0 +1,238 @@
+//! Loads: boot images, partial reconfiguration through fpga-region
+//! overlays, and full reconfiguration through the FPGA manager.
+//!
+//! A partial load darkens only its slot, for the image's size divided by
+//! `--pr-bytes-per-sec`; the sequencer and the other slots keep running. A
+//! full load darkens the whole fabric for `--full-reconfig-secs`. Both take
+//! what the daemon staged under `/lib/firmware`, exactly as the kernel would,
+//! and report the outcome in the same files: the overlay's `status`, the
+//! manager's `state`.
+
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fabric_hw::contract::SlotState;
+use fabric_hw::devtree::DtNode;
+use fabric_model::image;
+use sha2::{Digest, Sha256};
+
+use crate::config::SimConfig;
+use crate::device::Loaded;
+use crate::layout::region_path;
+use crate::{Shared, SimError};
+
+/// Slot error codes the shell reports when a load fails.
+const ERR_NO_IMAGE: u8 = 1;
+const ERR_BAD_IMAGE: u8 = 2;
+const ERR_PROGRAMMING: u8 = 3;
+
+fn decode(bytes: &[u8], overlay: Option<String>) -> Result<Loaded, String> {
+    let loaded = image::load(bytes).map_err(|e| e.to_string())?;
+    Ok(Loaded {
+        model: Arc::new(loaded.model),
+        hash: Sha256::digest(bytes).into(),
+        overlay,
+    })
+}
+
+/// `--load SLOT=FILE`.
+pub(crate) fn boot_image(config: &SimConfig, arg: &str) -> Result<(usize, Loaded), SimError> {
+    let err = |problem: String| SimError::Load {
+        arg: arg.to_owned(),
+        problem,
+    };
+    let (slot, file) = arg.split_once('=').ok_or_else(|| err("expected SLOT=FILE".into()))?;
+    let slot: usize = slot.parse().map_err(|_| err(format!("slot {slot:?} is not a number")))?;
+    if slot >= usize::from(config.slots) {
+        return Err(err(format!("slot {slot} does not exist (the shell has {})", config.slots)));
+    }
+    let mut path = PathBuf::from(file);
+    if !path.exists() && crate::layout::plain(file) {
+        path = fabric_hw::Root::new(&config.root).our_firmware_dir().join(file);
+    }
+    let bytes = fs::read(&path).map_err(|e| err(format!("reading {}: {e}", path.display())))?;
+    let loaded = decode(&bytes, None).map_err(err)?;
+    log::info!("fabric-sim: slot {slot} boots with {} ({file})", loaded.model.name());
+    Ok((slot, loaded))
+}
+
+/// A name under `/lib/firmware`, as the kernel's firmware loader resolves
+/// it: relative, without `..`.
+fn firmware_path(shared: &Shared, name: &str) -> Result<PathBuf, String> {
+    let rel = Path::new(name.trim());
+    if rel.as_os_str().is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return Err(format!("firmware name {name:?} is not a plain relative path"));
+    }
+    Ok(shared.paths.root.firmware_dir().join(rel))
+}
+
+fn write_status(shared: &Shared, overlay: &str, status: &str) {
+    let path = shared.paths.overlays.join(overlay).join("status");
+    if let Err(e) = fs::write(&path, format!("{status}\n")) {
+        log::warn!("overlay {overlay}: writing status: {e}");
+    }
+}
+
+fn region_dir(shared: &Shared, slot: usize) -> PathBuf {
+    let path = region_path(slot as u8);
+    shared.paths.root.device_tree().join(path.trim_start_matches('/'))
+}
+
+/// Applies overlay `name`, whose `path` attribute reads `dtbo`.
+pub(crate) fn apply_overlay(shared: &Shared, name: &str, dtbo: &str) {
+    match program_overlay(shared, name, dtbo) {
+        Ok(slot) => {
+            log::info!("fabric-sim: overlay {name} applied to slot {slot}");
+            write_status(shared, name, "applied");
+        }
+        Err(e) => {
+            log::warn!("fabric-sim: overlay {name} ({dtbo}): {e}");
+            write_status(shared, name, "unapplied");
+        }
+    }
+}
+
+fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<usize, String> {
+    let path = firmware_path(shared, dtbo)?;
+    let blob = fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let tree = DtNode::from_blob(&blob, &path).map_err(|e| e.to_string())?;
+    let fragment = tree
+        .walk()
+        .into_iter()
+        .find(|n| n.props.contains_key("target-path"))
+        .ok_or("no fragment with a target-path")?
+        .clone();
+    let target = fragment
+        .string("target-path")
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    let overlay = fragment
+        .children
+        .iter()
+        .find(|c| c.name == "__overlay__")
+        .ok_or("the fragment has no __overlay__ node")?;
+    let slot = (0..shared.config.slots)
+        .find(|&s| region_path(s) == target)
+        .ok_or_else(|| format!("target-path {target:?} is not a PR region of this shell"))?
+        as usize;
+    let firmware = overlay
+        .string("firmware-name")
+        .map_err(|e| e.to_string())?
+        .ok_or("the overlay names no firmware-name")?;
+    if !overlay.flag("partial-fpga-config") {
+        return Err("the overlay lacks partial-fpga-config: a full image cannot go into a PR region".into());
+    }
+    {
+        let f = shared.lock();
+        if let Some(other) = f.slot_overlay(slot) {
+            return Err(format!("region {target} already holds overlay {other}; remove it first"));
+        }
+    }
+    // The kernel decouples the region (bridge disabled) and programs it.
+    shared.lock().set_slot(slot, None, SlotState::Loading);
+    shared.wake();
+    let fail = |code: u8, msg: String| {
+        shared.lock().set_slot(slot, None, SlotState::Error(code));
+        shared.wake();
+        msg
+    };
+    let fw_path = firmware_path(shared, &firmware).map_err(|e| fail(ERR_NO_IMAGE, e))?;
+    let bytes = fs::read(&fw_path).map_err(|e| fail(ERR_NO_IMAGE, format!("firmware {}: {e}", fw_path.display())))?;
+    let time = shared
+        .config
+        .scaled(Duration::from_secs_f64(bytes.len() as f64 / shared.config.pr_bytes_per_sec.max(1) as f64));
+    std::thread::sleep(time);
+    let injected = {
+        let mut f = shared.lock();
+        let hit = f.faults.reconfig_fail > 0;
+        if hit {
+            f.faults.reconfig_fail -= 1;
+        }
+        hit
+    };
+    if injected {
+        return Err(fail(ERR_PROGRAMMING, "injected fault: programming failed after path was accepted".into()));
+    }
+    let loaded = decode(&bytes, Some(name.to_owned())).map_err(|e| fail(ERR_BAD_IMAGE, e))?;
+    let model = loaded.model.name().to_owned();
+    shared.lock().set_slot(slot, Some(loaded), SlotState::Ready);
+    shared.wake();
+    // The live tree now shows the overlay's properties on the region.
+    let dir = region_dir(shared, slot);
+    let _ = fs::write(dir.join("firmware-name"), format!("{firmware}\0"));
+    let _ = fs::write(dir.join("partial-fpga-config"), b"");
+    log::info!("fabric-sim: slot {slot} now runs {model} ({} bytes in {time:?})", bytes.len());
+    Ok(slot)
+}
+
+/// Overlay `name` was removed: its region is emptied and stays decoupled.
+pub(crate) fn remove_overlay(shared: &Shared, name: &str) {
+    let slot = {
+        let f = shared.lock();
+        (0..f.slot_count()).find(|&s| f.slot_overlay(s).as_deref() == Some(name))
+    };
+    if let Some(slot) = slot {
+        shared.lock().set_slot(slot, None, SlotState::Empty);
+        shared.wake();
+        let dir = region_dir(shared, slot);
+        let _ = fs::remove_file(dir.join("firmware-name"));
+        let _ = fs::remove_file(dir.join("partial-fpga-config"));
+        log::info!("fabric-sim: overlay {name} removed, slot {slot} empty");
+    }
+}
+
+fn set_state(shared: &Shared, state: &str) {
+    let _ = fs::write(shared.paths.fpga_mgr.join("state"), format!("{state}\n"));
+}
+
+/// The FPGA manager's `firmware` was written.
+pub(crate) fn full_load(shared: &Shared, firmware: &str) {
+    let flags = fs::read_to_string(shared.paths.fpga_mgr.join("flags"))
+        .ok()
+        .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+        .unwrap_or(0);
+    if flags & fabric_hw::fpga::FLAG_PARTIAL != 0 {
+        log::warn!("fabric-sim: partial load of {firmware} through the manager refused: use the slot's fpga-region overlay");
+        set_state(shared, "write error");
+        return;
+    }
+    set_state(shared, "write init");
+    let image = firmware_path(shared, firmware)
+        .and_then(|p| fs::read(&p).map_err(|e| format!("{}: {e}", p.display())))
+        .and_then(|bytes| decode(&bytes, None));
+    let fpga_error = {
+        let mut f = shared.lock();
+        let hit = f.faults.fpga_error > 0;
+        if hit {
+            f.faults.fpga_error -= 1;
+        }
+        hit
+    };
+    let dark = shared.config.scaled(Duration::from_secs_f64(shared.config.full_reconfig_secs));
+    match image {
+        Ok(loaded) if !fpga_error => {
+            set_state(shared, "write");
+            log::info!("fabric-sim: full reconfiguration with {firmware}: dark for {dark:?}");
+            shared.lock().go_dark(dark, Some(loaded));
+            shared.wake();
+            std::thread::sleep(dark);
+            // The sequencer powers the shell on at the end of the dark
+            // period; wait until it has.
+            while shared.lock().is_dark() && !shared.stopping() {
+                shared.wake();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            set_state(shared, "operating");
+        }
+        Ok(_) => {
+            log::warn!("fabric-sim: injected fault: full load of {firmware} fails");
+            set_state(shared, "write error");
+        }
+        Err(e) => {
+            log::warn!("fabric-sim: full load of {firmware}: {e}");
+            set_state(shared, "write error");
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! inotify on the files whose writes have side effects on a real kernel:
+//! the u-dma-buf sync attributes, configfs overlays, the FPGA manager's
+//! `firmware`, and the simulator's own fault file.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::sync::Arc;
+
+use inotify::{Inotify, WatchDescriptor, WatchMask};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use crate::{reconfig, Shared};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Watched {
+    Dma,
+    FpgaManager,
+    Overlays,
+    Overlay(String),
+    SimDir,
+}
+
+pub(crate) struct Watcher {
+    inotify: Inotify,
+    watches: HashMap<WatchDescriptor, Watched>,
+    applied: HashSet<String>,
+}
+
+impl Watcher {
+    pub fn new(shared: &Shared) -> std::io::Result<Watcher> {
+        let inotify = Inotify::init()?;
+        let mut w = Watcher {
+            inotify,
+            watches: HashMap::new(),
+            applied: HashSet::new(),
+        };
+        let p = &shared.paths;
+        w.add(&p.dma_sys, WatchMask::MODIFY, Watched::Dma)?;
+        w.add(&p.fpga_mgr, WatchMask::MODIFY | WatchMask::CLOSE_WRITE, Watched::FpgaManager)?;
+        if p.overlays.is_dir() {
+            w.add(&p.overlays, WatchMask::CREATE | WatchMask::DELETE, Watched::Overlays)?;
+        }
+        w.add(&p.sim_dir, WatchMask::CLOSE_WRITE, Watched::SimDir)?;
+        Ok(w)
+    }
+
+    fn add(&mut self, path: &Path, mask: WatchMask, what: Watched) -> std::io::Result<()> {
+        let wd = self.inotify.watches().add(path, mask)?;
+        self.watches.insert(wd, what);
+        Ok(())
+    }
+
+    pub fn run(mut self, shared: &Arc<Shared>) {
+        let mut buf = vec![0u8; 64 * 1024];
+        while !shared.stopping() {
+            let ready = {
+                let mut fds = [PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
+                poll(&mut fds, PollTimeout::from(100u16))
+            };
+            match ready {
+                Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                Ok(_) => {}
+                Err(e) => {
+                    log::error!("watcher: poll: {e}");
+                    return;
+                }
+            }
+            let events: Vec<(Watched, String, bool)> = match self.inotify.read_events(&mut buf) {
+                Ok(events) => events
+                    .filter_map(|e| {
+                        let what = self.watches.get(&e.wd)?.clone();
+                        let name = e.name.map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                        let deleted = e.mask.contains(inotify::EventMask::DELETE);
+                        Some((what, name, deleted))
+                    })
+                    .collect(),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => {
+                    log::error!("watcher: read: {e}");
+                    return;
+                }
+            };
+            for (what, name, deleted) in events {
+                self.handle(shared, what, &name, deleted);
+            }
+        }
+    }
+
+    fn handle(&mut self, shared: &Arc<Shared>, what: Watched, name: &str, deleted: bool) {
+        let p = &shared.paths;
+        match what {
+            Watched::Dma if name == "sync_for_device" || name == "sync_for_cpu" => {
+                sync(shared, &p.dma_sys.join(name), name == "sync_for_device");
+            }
+            Watched::FpgaManager if name == "firmware" => {
+                let firmware = read_line(&p.fpga_mgr.join("firmware"));
+                if !firmware.is_empty() {
+                    let _ = fs::write(p.fpga_mgr.join("firmware"), "");
+                    let s = shared.clone();
+                    spawn("full-load", move || reconfig::full_load(&s, &firmware));
+                }
+            }
+            Watched::Overlays if deleted => {
+                self.applied.remove(name);
+                self.watches.retain(|_, w| *w != Watched::Overlay(name.to_owned()));
+                reconfig::remove_overlay(shared, name);
+            }
+            Watched::Overlays => {
+                let dir = p.overlays.join(name);
+                if !dir.is_dir() {
+                    return;
+                }
+                // Watch first, then create `path`: the daemon writes it as
+                // soon as it exists.
+                let mask = WatchMask::CLOSE_WRITE | WatchMask::MODIFY;
+                if let Err(e) = self.add(&dir, mask, Watched::Overlay(name.to_owned())) {
+                    log::warn!("watcher: overlay {name}: {e}");
+                    return;
+                }
+                let _ = fs::write(dir.join("status"), "");
+                let _ = fs::write(dir.join("dtbo"), "");
+                let _ = fs::write(dir.join("path"), "");
+            }
+            Watched::Overlay(overlay) if name == "path" => {
+                let dtbo = read_line(&p.overlays.join(&overlay).join("path"));
+                if dtbo.is_empty() || !self.applied.insert(overlay.clone()) {
+                    return;
+                }
+                let s = shared.clone();
+                spawn("overlay", move || reconfig::apply_overlay(&s, &overlay, &dtbo));
+            }
+            Watched::SimDir if name == "faults" => {
+                let path = p.sim_dir.join("faults");
+                let text = fs::read_to_string(&path).unwrap_or_default();
+                if text.trim().is_empty() {
+                    return;
+                }
+                match crate::parse_faults(&text) {
+                    Ok(faults) => {
+                        log::info!("fabric-sim: injecting {faults:?}");
+                        let mut f = shared.lock();
+                        f.faults.hang += faults.hang;
+                        f.faults.lose_irq += faults.lose_irq;
+                        f.faults.corrupt += faults.corrupt;
+                        f.faults.reconfig_fail += faults.reconfig_fail;
+                        f.faults.fpga_error += faults.fpga_error;
+                    }
+                    Err(e) => log::warn!("fabric-sim: {}: {e}", path.display()),
+                }
+                let _ = fs::write(&path, "");
+            }
+            _ => {}
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) {
+    if let Err(e) = std::thread::Builder::new().name(name.into()).spawn(f) {
+        log::error!("watcher: starting {name}: {e}");
+    }
+}
+
+fn read_line(path: &Path) -> String {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+/// Serves one u-dma-buf sync command: perform it, then clear the attribute
+/// (truncate, then write `0`), which is what the daemon waits for.
+fn sync(shared: &Shared, path: &Path, for_device: bool) {
+    for _ in 0..100 {
+        let text = fs::read_to_string(path).unwrap_or_default();
+        // Empty: our own truncate, or the daemon's write not yet visible.
+        if text.is_empty() {
+            return;
+        }
+        // A write caught half way has no newline yet: look again.
+        let Some(line) = text.strip_suffix('\n').and_then(|t| t.lines().next()) else {
+            std::thread::yield_now();
+            continue;
+        };
+        let Some(command) = fabric_hw::sysfs::parse_u64(line) else {
+            if line != "EINVAL" {
+                log::warn!("{}: {line:?} is not a sync command", path.display());
+                let _ = fs::write(path, "EINVAL\n");
+            }
+            return;
+        };
+        if command == 0 {
+            return;
+        }
+        let ok = shared.lock().sync(command, for_device);
+        shared.wake();
+        if ok {
+            let _ = fs::write(path, "0\n");
+        } else {
+            log::warn!("{}: sync command {command:#x} refused (u-dma-buf would return EINVAL)", path.display());
+            let _ = fs::write(path, "EINVAL\n");
+        }
+        return;
+    }
+}

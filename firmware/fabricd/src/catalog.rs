@@ -1,0 +1,318 @@
+//! The model catalog: `manifest.toml` in the firmware directory, the
+//! tokenizers, and the bitstreams.
+//!
+//! A model is addressed by its name, never by a path: file names in the
+//! manifest must be plain names inside the catalog directory, so nothing
+//! outside it can be loaded. Every file's SHA-256 is checked before it is
+//! used; a model whose files do not match is kept in the catalog with its
+//! problem, so operators see why it cannot be loaded, and every other model
+//! stays usable.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fabric_hw::bitstream;
+use fabric_model::Tokenizer;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// The catalog's manifest file name.
+pub const MANIFEST: &str = "manifest.toml";
+
+/// Why the catalog, or one of its models, is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogError {
+    #[error("reading {path}: {reason}")]
+    Read { path: PathBuf, reason: String },
+    #[error("{path}: {reason}")]
+    Manifest { path: PathBuf, reason: String },
+    #[error("{path}: sha256 is {found}, the manifest expects {expected}")]
+    Hash {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+    #[error("{path}: {reason}")]
+    Tokenizer { path: PathBuf, reason: String },
+    #[error("no model named {name:?} in the catalog (known: {known})")]
+    UnknownModel { name: String, known: String },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestFile {
+    version: u32,
+    shell: ShellRequirement,
+    #[serde(default)]
+    model: Vec<ModelEntry>,
+}
+
+/// What the catalog's images need from the shell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellRequirement {
+    pub major: u16,
+    pub interface_id: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelEntry {
+    name: String,
+    #[serde(default)]
+    description: String,
+    tokenizer: String,
+    tokenizer_sha256: String,
+    image: Vec<ImageEntry>,
+}
+
+/// One bitstream of a model.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageEntry {
+    pub file: String,
+    pub sha256: String,
+    pub part: String,
+    pub slots: Vec<u8>,
+}
+
+/// A model of the catalog.
+#[derive(Debug, Clone)]
+pub struct CatalogModel {
+    pub name: String,
+    pub description: String,
+    pub images: Vec<ImageEntry>,
+    /// The tokenizer, when its file checked out.
+    pub tokenizer: Option<Arc<Tokenizer>>,
+    /// SHA-256s a shell may report for this model: each image's file and
+    /// its byte-swapped `.bin` form.
+    pub hashes: Vec<String>,
+    /// Why the model cannot be used, if it cannot.
+    pub problem: Option<CatalogError>,
+}
+
+/// The catalog.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    pub dir: PathBuf,
+    pub shell: ShellRequirement,
+    pub models: Vec<CatalogModel>,
+}
+
+/// Whether `name` is a plain file name (no directories, no `..`).
+pub fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.contains('\\')
+        && !name.contains('\0')
+}
+
+/// Whether `name` is a valid model name: letters, digits, `-`, `_`, `.`,
+/// starting with a letter or digit.
+pub fn valid_model_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.contains("..")
+        && name.len() <= 64
+}
+
+/// Lower-case hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    fabric_hw::shell::hex(&Sha256::digest(bytes))
+}
+
+impl Catalog {
+    /// Reads `dir/manifest.toml` and checks every file it names.
+    pub fn load(dir: &Path) -> Result<Catalog, CatalogError> {
+        let path = dir.join(MANIFEST);
+        let text = fs::read_to_string(&path).map_err(|e| CatalogError::Read {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let manifest: ManifestFile = toml::from_str(&text).map_err(|e| CatalogError::Manifest {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let bad = |reason: String| CatalogError::Manifest {
+            path: path.clone(),
+            reason,
+        };
+        if manifest.version != 1 {
+            return Err(bad(format!("version {} (this daemon reads version 1)", manifest.version)));
+        }
+        let mut seen = BTreeMap::new();
+        let mut models = Vec::new();
+        for entry in manifest.model {
+            if !valid_model_name(&entry.name) {
+                return Err(bad(format!("model name {:?} is not a plain name (letters, digits, -, _, .)", entry.name)));
+            }
+            if seen.insert(entry.name.clone(), ()).is_some() {
+                return Err(bad(format!("model {:?} is listed twice", entry.name)));
+            }
+            for file in std::iter::once(&entry.tokenizer).chain(entry.image.iter().map(|i| &i.file)) {
+                if !plain_name(file) {
+                    return Err(bad(format!("model {:?}: file {file:?} is not a plain name inside the catalog", entry.name)));
+                }
+            }
+            if entry.image.is_empty() {
+                return Err(bad(format!("model {:?} has no image", entry.name)));
+            }
+            models.push(Self::check_model(dir, entry));
+        }
+        Ok(Catalog {
+            dir: dir.to_owned(),
+            shell: manifest.shell,
+            models,
+        })
+    }
+
+    fn check_model(dir: &Path, entry: ModelEntry) -> CatalogModel {
+        let mut model = CatalogModel {
+            name: entry.name.clone(),
+            description: entry.description.clone(),
+            images: entry.image.clone(),
+            tokenizer: None,
+            hashes: Vec::new(),
+            problem: None,
+        };
+        let tok_path = dir.join(&entry.tokenizer);
+        match read_checked(&tok_path, &entry.tokenizer_sha256) {
+            Ok(bytes) => match Tokenizer::from_bytes(&bytes) {
+                Ok(t) => model.tokenizer = Some(Arc::new(t)),
+                Err(e) => {
+                    model.problem = Some(CatalogError::Tokenizer {
+                        path: tok_path,
+                        reason: e.to_string(),
+                    })
+                }
+            },
+            Err(e) => model.problem = Some(e),
+        }
+        for image in &entry.image {
+            let path = dir.join(&image.file);
+            match read_checked(&path, &image.sha256) {
+                Ok(bytes) => {
+                    model.hashes.push(image.sha256.clone());
+                    if let Ok(bin) = bitstream::to_bin(&bytes) {
+                        model.hashes.push(sha256_hex(&bin));
+                    }
+                }
+                Err(e) => {
+                    if model.problem.is_none() {
+                        model.problem = Some(e);
+                    }
+                }
+            }
+        }
+        if let Some(p) = &model.problem {
+            log::warn!("catalog: model {} is unusable: {p}", model.name);
+        }
+        model
+    }
+
+    /// The model named `name`.
+    pub fn get(&self, name: &str) -> Result<&CatalogModel, CatalogError> {
+        self.models.iter().find(|m| m.name == name).ok_or_else(|| CatalogError::UnknownModel {
+            name: name.to_owned(),
+            known: self
+                .models
+                .iter()
+                .map(|m| m.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    }
+
+    /// The model whose image has SHA-256 `hash` (as a shell reports it).
+    pub fn by_hash(&self, hash: &str) -> Option<&CatalogModel> {
+        self.models.iter().find(|m| m.hashes.iter().any(|h| h == hash))
+    }
+}
+
+/// Reads a file and checks its SHA-256 against the manifest.
+pub fn read_checked(path: &Path, expected: &str) -> Result<Vec<u8>, CatalogError> {
+    let bytes = fs::read(path).map_err(|e| CatalogError::Read {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let found = sha256_hex(&bytes);
+    if !found.eq_ignore_ascii_case(expected.trim()) {
+        return Err(CatalogError::Hash {
+            path: path.to_owned(),
+            expected: expected.to_owned(),
+            found,
+        });
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_bitstreams() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bitstreams")
+    }
+
+    #[test]
+    fn the_shipped_catalog_checks_out() {
+        let cat = Catalog::load(&repo_bitstreams()).expect("catalog");
+        assert!(cat.models.len() >= 2);
+        for m in &cat.models {
+            assert!(m.problem.is_none(), "{}: {:?}", m.name, m.problem);
+            assert_eq!(m.hashes.len(), 2 * m.images.len());
+        }
+        assert!(cat.by_hash(&cat.models[0].images[0].sha256).is_some());
+        let err = cat.get("nope").expect_err("unknown");
+        assert!(err.to_string().contains("kjv"), "{err}");
+    }
+
+    #[test]
+    fn a_tampered_image_is_named_and_the_rest_still_loads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for entry in fs::read_dir(repo_bitstreams()).expect("read") {
+            let entry = entry.expect("entry");
+            fs::copy(entry.path(), dir.path().join(entry.file_name())).expect("copy");
+        }
+        let mut bit = fs::read(dir.path().join("kjv.bit")).expect("read");
+        let last = bit.len() - 1;
+        bit[last] ^= 0xff;
+        fs::write(dir.path().join("kjv.bit"), bit).expect("write");
+        let cat = Catalog::load(dir.path()).expect("catalog");
+        let kjv = cat.get("kjv").expect("kjv");
+        let text = kjv.problem.as_ref().expect("problem").to_string();
+        assert!(text.contains("kjv.bit") && text.contains("manifest expects"), "{text}");
+        assert!(cat.get("fortunes").expect("fortunes").problem.is_none());
+    }
+
+    #[test]
+    fn paths_in_the_manifest_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let manifest = r#"
+version = 1
+[shell]
+major = 1
+interface_id = 1
+[[model]]
+name = "evil"
+tokenizer = "../../etc/passwd"
+tokenizer_sha256 = "00"
+[[model.image]]
+file = "x.bit"
+sha256 = "00"
+part = "p"
+slots = [0]
+"#;
+        fs::write(dir.path().join(MANIFEST), manifest).expect("write");
+        let err = Catalog::load(dir.path()).expect_err("refused");
+        assert!(err.to_string().contains("not a plain name"), "{err}");
+        assert!(!valid_model_name("../kjv"));
+        assert!(!valid_model_name("kjv/../x"));
+        assert!(valid_model_name("kjv-2.1_b"));
+    }
+}

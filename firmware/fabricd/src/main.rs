@@ -1,0 +1,246 @@
+//! `fabricd`: probe, generate, serve, inspect. See `fabricd --help`.
+
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use fabric_hw::contract::{SlotState, NO_STOP_TOKEN};
+use fabric_hw::shell::RingConfig;
+use fabric_hw::Root;
+use fabric_model::tokenizer::EOS;
+use fabricd::catalog::Catalog;
+use fabricd::fabric::{self, Driver, DriverCmd, DriverEvent, Job};
+use tokio::sync::mpsc;
+
+#[derive(Parser, Debug)]
+#[command(name = "fabricd", version, about = "Serve completions from an FPGA fabric")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print what the fabric looks like: shell, slots, buffer.
+    Probe {
+        /// Root of the board's file system (`/` on a board).
+        #[arg(long, default_value = "/")]
+        root: PathBuf,
+        /// The model catalog (default: <root>/lib/firmware/fabricd).
+        #[arg(long)]
+        catalog: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one completion through the rings and print it.
+    Generate {
+        #[arg(long, default_value = "/")]
+        root: PathBuf,
+        #[arg(long)]
+        catalog: Option<PathBuf>,
+        /// The model (default: the one in the first ready slot).
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long)]
+        prompt: String,
+        #[arg(long, default_value_t = 32)]
+        max_tokens: u32,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long, default_value_t = 1.0)]
+        temperature: f32,
+    },
+    /// Run the simulated fabric (the same program as `fabric-sim`).
+    #[cfg(feature = "sim")]
+    #[command(hide = true)]
+    Sim(fabric_sim::SimConfig),
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Probe { root, catalog, json } => probe(&root, catalog, json),
+        Command::Generate {
+            root,
+            catalog,
+            model,
+            prompt,
+            max_tokens,
+            seed,
+            temperature,
+        } => generate(&root, catalog, model, &prompt, max_tokens, seed, temperature),
+        #[cfg(feature = "sim")]
+        Command::Sim(config) => return fabric_sim::run(config),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fabricd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_catalog(root: &Root, dir: Option<PathBuf>) -> anyhow::Result<Catalog> {
+    let dir = dir.unwrap_or_else(|| root.our_firmware_dir());
+    Ok(Catalog::load(&dir)?)
+}
+
+fn probe(root: &std::path::Path, catalog: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
+    let root = Root::new(root);
+    let p = fabric::probe(&root)?;
+    let catalog = load_catalog(&root, catalog).ok();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&p)?);
+        return Ok(());
+    }
+    let s = &p.shell;
+    println!("fabric under {}", root.base().display());
+    println!("  shell     v{}.{} at {}, node {}", s.version_major, s.version_minor, p.uio, p.topology.shell_node);
+    println!("  part      {}, interface id {:#010x}", p.topology.part, p.topology.interface_id);
+    println!(
+        "  capacity  {} slots × {} lanes; prompts up to {} tokens, outputs up to {}",
+        s.slots, s.lanes, s.max_prompt, s.max_output
+    );
+    println!("  timing    prefill {} ns/token, decode {} ns/token", s.prefill_ns, s.decode_ns);
+    for slot in &p.slots {
+        let name = match (&catalog, slot.state) {
+            (_, SlotState::Empty) => String::new(),
+            (Some(c), _) => c
+                .by_hash(&slot.hash)
+                .map_or_else(|| "(not in the catalog)".into(), |m| m.name.clone()),
+            (None, _) => "(no catalog)".into(),
+        };
+        println!(
+            "  slot {}    {:<8} {:<12} sha256 {}…  loads {}, active {}{}  region {}",
+            slot.index,
+            slot.state.as_str(),
+            name,
+            &slot.hash[..12],
+            slot.loads,
+            slot.active,
+            if slot.quiesced { ", quiesced" } else { "" },
+            p.topology.regions.get(usize::from(slot.index)).map_or("?", String::as_str),
+        );
+    }
+    println!(
+        "  buffer    {}: {} KiB at {:#x}, {}",
+        p.dma.name,
+        p.dma.size / 1024,
+        p.dma.phys_addr,
+        if p.dma.coherent { "coherent" } else { "non-coherent (cache maintenance on)" }
+    );
+    let c = &p.counters;
+    println!(
+        "  counters  submitted {}, completed {}, cancelled {}, active {}, tokens {}, errors {}",
+        c.submitted, c.completed, c.cancelled, c.active, c.tokens, c.errors
+    );
+    Ok(())
+}
+
+fn generate(
+    root: &std::path::Path,
+    catalog: Option<PathBuf>,
+    model: Option<String>,
+    prompt: &str,
+    max_tokens: u32,
+    seed: u64,
+    temperature: f32,
+) -> anyhow::Result<()> {
+    let root = Root::new(root);
+    let _lock = fabricd::lock::FabricLock::take(root.base())?;
+    let catalog = load_catalog(&root, catalog)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async {
+        let attached = fabric::attach(&root, RingConfig::default())?;
+        let slots = attached.shell.slots();
+        let pick = slots.iter().find(|s| {
+            s.state == SlotState::Ready
+                && match &model {
+                    Some(name) => catalog.by_hash(&s.hash).is_some_and(|m| &m.name == name),
+                    None => true,
+                }
+        });
+        let Some(slot) = pick else {
+            match &model {
+                Some(name) => {
+                    catalog.get(name)?;
+                    bail!("model {name} is not loaded in any ready slot");
+                }
+                None => bail!("no slot is ready (fabricd probe shows the slots)"),
+            }
+        };
+        let entry = catalog
+            .by_hash(&slot.hash)
+            .with_context(|| format!("slot {} holds an image that is not in the catalog {}", slot.index, catalog.dir.display()))?;
+        let tokenizer = entry
+            .tokenizer
+            .clone()
+            .with_context(|| format!("model {} has no usable tokenizer", entry.name))?;
+        let tokens = tokenizer.encode(prompt);
+        if tokens.is_empty() {
+            bail!("the prompt is empty");
+        }
+        let ctx = slot.index as u16 * attached.shell.info().lanes as u16;
+        let (driver, _shell, _topo) = Driver::new(attached);
+        let (cmd_tx, cmd_rx) = mpsc::channel(16);
+        let (ev_tx, mut ev_rx) = mpsc::channel(256);
+        let task = tokio::spawn(driver.run(cmd_rx, ev_tx));
+        let start = Instant::now();
+        cmd_tx
+            .send(DriverCmd::Submit(Job {
+                tag: 1,
+                ctx,
+                prompt: tokens.clone(),
+                max_tokens,
+                temperature,
+                seed,
+                stop_token: EOS,
+                stream: false,
+            }))
+            .await
+            .context("the driver stopped")?;
+        let mut out = Vec::new();
+        let done = loop {
+            match ev_rx.recv().await {
+                Some(DriverEvent::Tokens { tokens, .. }) => out.extend(tokens),
+                Some(DriverEvent::Done(d)) => break d,
+                Some(DriverEvent::Refused { reason, .. }) => bail!("the fabric refused the request: {reason}"),
+                Some(DriverEvent::ShellEvent { .. }) => {}
+                None => {
+                    return match task.await {
+                        Ok(Err(e)) => Err(e.into()),
+                        _ => Err(anyhow::anyhow!("the driver stopped")),
+                    }
+                }
+            }
+        };
+        out.extend(&done.tokens);
+        if !done.intact {
+            bail!("the output failed its CRC check: the fabric or the buffer corrupted it");
+        }
+        let text: Vec<u32> = out.iter().copied().filter(|&t| t != EOS && t != NO_STOP_TOKEN).collect();
+        println!("{}{}", prompt, tokenizer.decode(&text));
+        eprintln!(
+            "fabricd: {} from slot {}: {} prompt + {} output tokens, {:?} ({:?}), fabric {} µs, {:.1} ms end to end",
+            entry.name,
+            slot.index,
+            tokens.len(),
+            done.n_tokens,
+            done.status,
+            done.finish,
+            done.fabric_us,
+            start.elapsed().as_secs_f64() * 1e3
+        );
+        Ok(())
+    })
+}
