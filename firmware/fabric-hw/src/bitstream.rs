@@ -136,7 +136,9 @@ pub fn parse_header(bytes: &[u8]) -> Result<BitHeader, BitstreamError> {
             offset: at,
             problem,
         };
-        let tag = *bytes.get(at).ok_or_else(|| field("file ends before the field".into()))?;
+        let tag = *bytes
+            .get(at)
+            .ok_or_else(|| field("file ends before the field".into()))?;
         if tag != want as u8 {
             return Err(field(format!("found tag {:?} instead", tag as char)));
         }
@@ -147,8 +149,11 @@ pub fn parse_header(bytes: &[u8]) -> Result<BitHeader, BitstreamError> {
         let text = bytes
             .get(at + 3..at + 3 + len)
             .ok_or_else(|| field(format!("length {len} runs past the end of the file")))?;
-        let text = text.strip_suffix(&[0]).ok_or_else(|| field("string is not NUL-terminated".into()))?;
-        strings[i] = String::from_utf8(text.to_vec()).map_err(|_| field("string is not UTF-8".into()))?;
+        let text = text
+            .strip_suffix(&[0])
+            .ok_or_else(|| field("string is not NUL-terminated".into()))?;
+        strings[i] =
+            String::from_utf8(text.to_vec()).map_err(|_| field("string is not UTF-8".into()))?;
         at += 3 + len;
     }
     match bytes.get(at) {
@@ -221,7 +226,7 @@ pub fn inspect(bytes: &[u8]) -> Result<ImageInfo, BitstreamError> {
         (None, 0)
     };
     let data = &bytes[data_offset..];
-    if data.len() % 4 != 0 {
+    if !data.len().is_multiple_of(4) {
         return Err(BitstreamError::NotWords { len: data.len() });
     }
     let (sync_offset, order) = find_sync(data).ok_or(BitstreamError::NoSync)?;
@@ -236,7 +241,7 @@ pub fn inspect(bytes: &[u8]) -> Result<ImageInfo, BitstreamError> {
 
 /// Swaps the bytes of every 32-bit word.
 pub fn swap_words(data: &[u8]) -> Result<Vec<u8>, BitstreamError> {
-    if data.len() % 4 != 0 {
+    if !data.len().is_multiple_of(4) {
         return Err(BitstreamError::NotWords { len: data.len() });
     }
     Ok(data
@@ -332,16 +337,25 @@ mod tests {
         assert_eq!(&bin[48..52], &SYNC_WORD_SWAPPED);
         // Converting an already swapped image changes nothing.
         assert_eq!(to_bin(&bin).expect("again"), bin);
-        assert_eq!(natural_data(&bin).expect("natural"), natural_data(&bit).expect("natural"));
+        assert_eq!(
+            natural_data(&bin).expect("natural"),
+            natural_data(&bit).expect("natural")
+        );
     }
 
     #[test]
     fn a_wrong_length_is_caught() {
         let mut bit = sample();
         bit.push(0);
-        assert!(matches!(parse_header(&bit), Err(BitstreamError::Length { .. })));
+        assert!(matches!(
+            parse_header(&bit),
+            Err(BitstreamError::Length { .. })
+        ));
         bit.truncate(bit.len() - 5);
-        assert!(matches!(parse_header(&bit), Err(BitstreamError::Length { .. })));
+        assert!(matches!(
+            parse_header(&bit),
+            Err(BitstreamError::Length { .. })
+        ));
     }
 
     #[test]

@@ -193,7 +193,10 @@ impl DtNode {
         match self.props.get(prop) {
             None => Ok(None),
             Some(v) if v.len() == 4 => Ok(Some(u32::from_be_bytes([v[0], v[1], v[2], v[3]]))),
-            Some(v) => Err(self.bad(prop, &format!("is {} bytes, expected one 4-byte cell", v.len()))),
+            Some(v) => Err(self.bad(
+                prop,
+                &format!("is {} bytes, expected one 4-byte cell", v.len()),
+            )),
         }
     }
 
@@ -201,13 +204,18 @@ impl DtNode {
     pub fn u64_cells(&self, prop: &'static str) -> Result<Option<u64>, DtError> {
         match self.props.get(prop) {
             None => Ok(None),
-            Some(v) if v.len() == 4 => Ok(Some(u64::from(u32::from_be_bytes([v[0], v[1], v[2], v[3]])))),
+            Some(v) if v.len() == 4 => Ok(Some(u64::from(u32::from_be_bytes([
+                v[0], v[1], v[2], v[3],
+            ])))),
             Some(v) if v.len() == 8 => {
                 let mut b = [0u8; 8];
                 b.copy_from_slice(v);
                 Ok(Some(u64::from_be_bytes(b)))
             }
-            Some(v) => Err(self.bad(prop, &format!("is {} bytes, expected one or two cells", v.len()))),
+            Some(v) => Err(self.bad(
+                prop,
+                &format!("is {} bytes, expected one or two cells", v.len()),
+            )),
         }
     }
 
@@ -250,6 +258,79 @@ impl DtNode {
     /// Sets an empty (boolean) property.
     pub fn set_flag(&mut self, prop: &str) {
         self.props.insert(prop.to_owned(), Vec::new());
+    }
+
+    /// The tree as a flattened device tree blob (version 17), as `dtc`
+    /// writes it. `fdt` reads blobs but does not write them; the format is
+    /// small enough to write here (a header, an empty reservation map, the
+    /// structure block and the strings block).
+    pub fn to_blob(&self) -> Vec<u8> {
+        const FDT_MAGIC: u32 = 0xd00d_feed;
+        const BEGIN_NODE: u32 = 1;
+        const END_NODE: u32 = 2;
+        const PROP: u32 = 3;
+        const END: u32 = 9;
+        fn pad(buf: &mut Vec<u8>) {
+            while !buf.len().is_multiple_of(4) {
+                buf.push(0);
+            }
+        }
+        fn emit(
+            node: &DtNode,
+            st: &mut Vec<u8>,
+            strings: &mut Vec<u8>,
+            offsets: &mut BTreeMap<String, u32>,
+        ) {
+            st.extend_from_slice(&BEGIN_NODE.to_be_bytes());
+            st.extend_from_slice(node.name.as_bytes());
+            st.push(0);
+            pad(st);
+            for (name, value) in &node.props {
+                let off = *offsets.entry(name.clone()).or_insert_with(|| {
+                    let off = strings.len() as u32;
+                    strings.extend_from_slice(name.as_bytes());
+                    strings.push(0);
+                    off
+                });
+                st.extend_from_slice(&PROP.to_be_bytes());
+                st.extend_from_slice(&(value.len() as u32).to_be_bytes());
+                st.extend_from_slice(&off.to_be_bytes());
+                st.extend_from_slice(value);
+                pad(st);
+            }
+            for child in &node.children {
+                emit(child, st, strings, offsets);
+            }
+            st.extend_from_slice(&END_NODE.to_be_bytes());
+        }
+        let mut st = Vec::new();
+        let mut strings = Vec::new();
+        emit(self, &mut st, &mut strings, &mut BTreeMap::new());
+        st.extend_from_slice(&END.to_be_bytes());
+        let header_len = 40u32;
+        let rsvmap = header_len; // 8-aligned
+        let off_struct = rsvmap + 16;
+        let off_strings = off_struct + st.len() as u32;
+        let total = off_strings + strings.len() as u32;
+        let mut out = Vec::with_capacity(total as usize);
+        for word in [
+            FDT_MAGIC,
+            total,
+            off_struct,
+            off_strings,
+            rsvmap,
+            17,
+            16,
+            0,
+            strings.len() as u32,
+            st.len() as u32,
+        ] {
+            out.extend_from_slice(&word.to_be_bytes());
+        }
+        out.extend_from_slice(&[0u8; 16]);
+        out.extend_from_slice(&st);
+        out.extend_from_slice(&strings);
+        out
     }
 
     /// Adds a child named `name` and returns it.
@@ -320,7 +401,12 @@ pub fn discover(tree: &DtNode, source_name: &str) -> Result<Topology, DtError> {
     let shell = nodes
         .iter()
         .find(|n| n.is_compatible(SHELL_COMPATIBLE))
-        .ok_or_else(|| missing("shell node", "a node with compatible = \"fabricd,shell-1.0\", \"generic-uio\""))?;
+        .ok_or_else(|| {
+            missing(
+                "shell node",
+                "a node with compatible = \"fabricd,shell-1.0\", \"generic-uio\"",
+            )
+        })?;
     if !shell.is_compatible("generic-uio") {
         return Err(DtError::BadProperty {
             node: shell.path.clone(),
@@ -332,12 +418,18 @@ pub fn discover(tree: &DtNode, source_name: &str) -> Result<Topology, DtError> {
         Some(name) => name,
         None => shell.base_name().to_owned(),
     };
-    let part = shell
-        .string("fabricd,part")?
-        .ok_or_else(|| shell.bad("fabricd,part", "is missing (the FPGA part, e.g. \"xczu5ev-sfvc784-2-i\")"))?;
-    let interface_id = shell
-        .u32("fabricd,interface-id")?
-        .ok_or_else(|| shell.bad("fabricd,interface-id", "is missing (the static region's interface id)"))?;
+    let part = shell.string("fabricd,part")?.ok_or_else(|| {
+        shell.bad(
+            "fabricd,part",
+            "is missing (the FPGA part, e.g. \"xczu5ev-sfvc784-2-i\")",
+        )
+    })?;
+    let interface_id = shell.u32("fabricd,interface-id")?.ok_or_else(|| {
+        shell.bad(
+            "fabricd,interface-id",
+            "is missing (the static region's interface id)",
+        )
+    })?;
 
     let mut slots = Vec::new();
     for node in nodes.iter().filter(|n| n.is_compatible("fpga-region")) {
@@ -345,7 +437,10 @@ pub fn discover(tree: &DtNode, source_name: &str) -> Result<Topology, DtError> {
             continue; // the full-device region, or a region that is not ours
         };
         if index as usize >= MAX_SLOTS {
-            return Err(node.bad("fabricd,slot", &format!("is {index}, the contract allows at most {MAX_SLOTS} slots")));
+            return Err(node.bad(
+                "fabricd,slot",
+                &format!("is {index}, the contract allows at most {MAX_SLOTS} slots"),
+            ));
         }
         slots.push(SlotNode {
             index: index as u8,
@@ -355,7 +450,10 @@ pub fn discover(tree: &DtNode, source_name: &str) -> Result<Topology, DtError> {
         });
     }
     if slots.is_empty() {
-        return Err(missing("PR slot", "fpga-region nodes with a fabricd,slot property"));
+        return Err(missing(
+            "PR slot",
+            "fpga-region nodes with a fabricd,slot property",
+        ));
     }
     slots.sort_by_key(|s| s.index);
     for (i, slot) in slots.iter().enumerate() {
@@ -363,7 +461,11 @@ pub fn discover(tree: &DtNode, source_name: &str) -> Result<Topology, DtError> {
             return Err(DtError::BadProperty {
                 node: slot.path.clone(),
                 property: "fabricd,slot",
-                problem: format!("is {}, but slots must be numbered 0..{} without gaps or repeats", slot.index, slots.len()),
+                problem: format!(
+                    "is {}, but slots must be numbered 0..{} without gaps or repeats",
+                    slot.index,
+                    slots.len()
+                ),
             });
         }
     }
@@ -393,6 +495,25 @@ pub fn discover(tree: &DtNode, source_name: &str) -> Result<Topology, DtError> {
             size,
         },
     })
+}
+
+/// The overlay that programs PR slot region `region_path` with
+/// `firmware_name` (relative to `/lib/firmware`): a fragment targeting the
+/// region by path, with `firmware-name` and `partial-fpga-config`. The
+/// region's `fpga-bridges` (the PR decoupler) are in the base tree already.
+pub fn slot_overlay(region_path: &str, firmware_name: &str) -> DtNode {
+    let mut root = DtNode {
+        path: "/".into(),
+        ..DtNode::default()
+    };
+    let fragment = root.add_child("fragment@0");
+    fragment.set_string("target-path", region_path);
+    let overlay = fragment.add_child("__overlay__");
+    overlay.set_string("firmware-name", firmware_name);
+    overlay.set_flag("partial-fpga-config");
+    overlay.set_cells("region-unfreeze-timeout-us", &[4]);
+    overlay.set_cells("region-freeze-timeout-us", &[4]);
+    root
 }
 
 /// Reads the live tree under `dir` (normally `/proc/device-tree`) and
@@ -444,6 +565,31 @@ mod tests {
     }
 
     #[test]
+    fn blobs_round_trip_through_the_fdt_parser() {
+        let tree = sample_tree(3);
+        let blob = tree.to_blob();
+        let back = DtNode::from_blob(&blob, Path::new("mem")).expect("parse");
+        assert_eq!(back, tree);
+        let ov = slot_overlay("/amba_pl@0/fpga-region@1", "fabricd/staged/slot1.bin");
+        let back = DtNode::from_blob(&ov.to_blob(), Path::new("mem")).expect("overlay");
+        let node = back.find("/fragment@0/__overlay__").expect("overlay node");
+        assert_eq!(
+            node.string("firmware-name").expect("ok").as_deref(),
+            Some("fabricd/staged/slot1.bin")
+        );
+        assert!(node.flag("partial-fpga-config"));
+    }
+
+    #[test]
+    fn garbage_blobs_are_refused() {
+        assert!(DtNode::from_blob(b"not a device tree", Path::new("x.dtb")).is_err());
+        let mut blob = sample_tree(1).to_blob();
+        blob.truncate(blob.len() / 2);
+        let err = DtNode::from_blob(&blob, Path::new("half.dtb")).expect_err("truncated");
+        assert!(err.to_string().contains("half.dtb"), "{err}");
+    }
+
+    #[test]
     fn uio_name_property_wins() {
         let mut tree = sample_tree(1);
         let shell = tree.children[0]
@@ -458,7 +604,9 @@ mod tests {
     #[test]
     fn missing_pieces_are_named() {
         let mut tree = sample_tree(1);
-        tree.children[0].children.retain(|n| !n.name.starts_with("udmabuf"));
+        tree.children[0]
+            .children
+            .retain(|n| !n.name.starts_with("udmabuf"));
         let err = discover(&tree, "/proc/device-tree").expect_err("no dma");
         assert!(err.to_string().contains("ikwzm,u-dma-buf"), "{err}");
 
@@ -472,7 +620,9 @@ mod tests {
         assert!(err.to_string().contains("without gaps or repeats"), "{err}");
 
         let mut tree = sample_tree(1);
-        tree.children[0].children[0].props.insert("fabricd,interface-id".into(), vec![1, 2]);
+        tree.children[0].children[0]
+            .props
+            .insert("fabricd,interface-id".into(), vec![1, 2]);
         let err = discover(&tree, "t").expect_err("short cell");
         assert!(err.to_string().contains("fabricd,interface-id"), "{err}");
     }

@@ -326,10 +326,7 @@ impl DmaBuf {
 
     fn command(&self, offset: u64, len: u64, dir: SyncDirection) -> Result<u64, DmaError> {
         let start = offset & !(CACHE_LINE - 1);
-        let end = offset
-            .saturating_add(len)
-            .saturating_add(CACHE_LINE - 1)
-            & !(CACHE_LINE - 1);
+        let end = offset.saturating_add(len).saturating_add(CACHE_LINE - 1) & !(CACHE_LINE - 1);
         let end = end.min(self.size);
         // The packed command holds a 32-bit offset and a 28-bit size field.
         if end > self.size || start > u64::from(u32::MAX) || end - start > 0xFFFF_FFF0 {
@@ -373,7 +370,11 @@ mod tests {
         fs::create_dir_all(&sys).expect("mkdir");
         fs::write(sys.join("phys_addr"), "0x000000003f000000\n").expect("phys");
         fs::write(sys.join("size"), format!("{size}\n")).expect("size");
-        fs::write(sys.join("dma_coherent"), if coherent { "1\n" } else { "0\n" }).expect("coh");
+        fs::write(
+            sys.join("dma_coherent"),
+            if coherent { "1\n" } else { "0\n" },
+        )
+        .expect("coh");
         fs::write(sys.join("sync_for_cpu"), "0\n").expect("cpu");
         fs::write(sys.join("sync_for_device"), "0\n").expect("dev");
         fs::create_dir_all(root.path("/dev")).expect("dev dir");
@@ -413,14 +414,20 @@ mod tests {
         let written = fs::read_to_string(root.udmabuf_class().join("udmabuf-fabric/sync_for_cpu"))
             .expect("read");
         let cmd = sysfs::parse_u64(&written).expect("number");
-        assert_eq!(decode_sync_command(cmd), Some((64, 64, SyncDirection::FromDevice)));
+        assert_eq!(
+            decode_sync_command(cmd),
+            Some((64, 64, SyncDirection::FromDevice))
+        );
     }
 
     #[test]
     fn packed_commands_round_trip() {
         let cmd = encode_sync_command(0x1_0000, 0x2000, SyncDirection::ToDevice);
         assert_eq!(cmd, 0x0001_0000_0000_2005);
-        assert_eq!(decode_sync_command(cmd), Some((0x1_0000, 0x2000, SyncDirection::ToDevice)));
+        assert_eq!(
+            decode_sync_command(cmd),
+            Some((0x1_0000, 0x2000, SyncDirection::ToDevice))
+        );
         assert_eq!(decode_sync_command(0), None);
     }
 }

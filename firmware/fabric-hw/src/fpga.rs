@@ -175,7 +175,13 @@ impl Overlays {
         result
     }
 
-    fn apply_in(&self, dir: &std::path::Path, name: &str, dtbo: &str, timeout: Duration) -> Result<(), FpgaError> {
+    fn apply_in(
+        &self,
+        dir: &std::path::Path,
+        name: &str,
+        dtbo: &str,
+        timeout: Duration,
+    ) -> Result<(), FpgaError> {
         let start = Instant::now();
         let path_attr = dir.join("path");
         // configfs creates the attributes with the directory; the simulator

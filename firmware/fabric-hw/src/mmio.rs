@@ -66,7 +66,7 @@ impl Mmio {
         start: usize,
         len: usize,
     ) -> Result<Self, MmioError> {
-        if start % 4 != 0 {
+        if !start.is_multiple_of(4) {
             return Err(MmioError::Misaligned {
                 path: path.to_owned(),
                 start,
@@ -88,7 +88,7 @@ impl Mmio {
 
     fn register(&self, offset: usize) -> *mut u32 {
         assert!(
-            offset % 4 == 0 && offset + 4 <= self.len,
+            offset.is_multiple_of(4) && offset + 4 <= self.len,
             "register offset {offset:#x} outside a {}-byte window",
             self.len
         );
@@ -142,12 +142,18 @@ impl MemWindow {
 
 impl RegisterWindow for MemWindow {
     fn read32(&self, offset: usize) -> u32 {
-        assert!(offset % 4 == 0, "unaligned register offset {offset:#x}");
+        assert!(
+            offset.is_multiple_of(4),
+            "unaligned register offset {offset:#x}"
+        );
         self.words[offset / 4].load(Ordering::SeqCst)
     }
 
     fn write32(&self, offset: usize, value: u32) {
-        assert!(offset % 4 == 0, "unaligned register offset {offset:#x}");
+        assert!(
+            offset.is_multiple_of(4),
+            "unaligned register offset {offset:#x}"
+        );
         self.words[offset / 4].store(value, Ordering::SeqCst)
     }
 
@@ -180,7 +186,10 @@ mod tests {
         assert_eq!(b.read32(0x8), 0xdead_beef);
         drop(a);
         let raw = std::fs::read(&path).expect("read back");
-        assert_eq!(&raw[4096 + 0x18..4096 + 0x1c], &0xdead_beef_u32.to_le_bytes());
+        assert_eq!(
+            &raw[4096 + 0x18..4096 + 0x1c],
+            &0xdead_beef_u32.to_le_bytes()
+        );
     }
 
     #[test]

@@ -75,7 +75,8 @@ impl Root {
 
     /// `/sys/class/fpga_manager/fpga<n>`.
     pub fn fpga_manager(&self, n: u32) -> PathBuf {
-        self.path("/sys/class/fpga_manager").join(format!("fpga{n}"))
+        self.path("/sys/class/fpga_manager")
+            .join(format!("fpga{n}"))
     }
 
     /// The configfs mount point.

@@ -66,11 +66,10 @@ pub enum ShellError {
     #[error("the submission ring is full ({entries} entries in flight)")]
     RingFull { entries: u32 },
     #[error("completion ring index {index}: {source}")]
-    Completion {
-        index: u32,
-        source: DescriptorError,
-    },
-    #[error("completion ring index {index}: tag {tag} in context {ctx}, which is running tag {running}")]
+    Completion { index: u32, source: DescriptorError },
+    #[error(
+        "completion ring index {index}: tag {tag} in context {ctx}, which is running tag {running}"
+    )]
     UnknownTag {
         index: u32,
         tag: u32,
@@ -175,7 +174,10 @@ impl Shell {
     }
 
     /// Checks an already mapped window.
-    pub fn from_window(regs: Box<dyn RegisterWindow>, device: UioDevice) -> Result<Shell, ShellError> {
+    pub fn from_window(
+        regs: Box<dyn RegisterWindow>,
+        device: UioDevice,
+    ) -> Result<Shell, ShellError> {
         let path = device.sys_path.clone();
         let magic = REG_MAGIC.get(&*regs);
         if magic != MAGIC {
@@ -203,10 +205,14 @@ impl Shell {
             problem,
         };
         if !(1..=MAX_SLOTS).contains(&slots) {
-            return Err(caps_err(format!("SLOTS is {slots}, the contract allows 1..={MAX_SLOTS}")));
+            return Err(caps_err(format!(
+                "SLOTS is {slots}, the contract allows 1..={MAX_SLOTS}"
+            )));
         }
         if !(1..=MAX_LANES).contains(&lanes) {
-            return Err(caps_err(format!("LANES is {lanes}, the contract allows 1..={MAX_LANES}")));
+            return Err(caps_err(format!(
+                "LANES is {lanes}, the contract allows 1..={MAX_LANES}"
+            )));
         }
         let info = ShellInfo {
             version_major: major,
@@ -303,9 +309,14 @@ impl Shell {
     pub fn quiesce(&self, slot: u8, timeout: Duration) -> Result<(), ShellError> {
         self.set_quiesce(slot, true);
         let regs = SlotRegs::of(usize::from(slot));
-        wait_reg(self.regs(), regs.shutdown.offset(), "SLOT_SHUTDOWN", "0x0F", timeout, |v| {
-            v == SHUTDOWN_DONE
-        })
+        wait_reg(
+            self.regs(),
+            regs.shutdown.offset(),
+            "SLOT_SHUTDOWN",
+            "0x0F",
+            timeout,
+            |v| v == SHUTDOWN_DONE,
+        )
     }
 }
 
@@ -382,8 +393,14 @@ impl Layout {
     pub fn new(info: &ShellInfo, config: &RingConfig) -> Layout {
         let contexts = info.contexts() as u64;
         let sq = 0;
-        let cq = align_up(sq + u64::from(config.sq_entries) * SQE_LEN as u64, SECTION_ALIGN);
-        let prompts = align_up(cq + u64::from(config.cq_entries) * CQE_LEN as u64, SECTION_ALIGN);
+        let cq = align_up(
+            sq + u64::from(config.sq_entries) * SQE_LEN as u64,
+            SECTION_ALIGN,
+        );
+        let prompts = align_up(
+            cq + u64::from(config.cq_entries) * CQE_LEN as u64,
+            SECTION_ALIGN,
+        );
         let prompt_stride = align_up(u64::from(info.max_prompt) * 4, crate::dma::CACHE_LINE);
         let outputs = align_up(prompts + contexts * prompt_stride, SECTION_ALIGN);
         let output_stride = align_up(u64::from(info.max_output) * 4, crate::dma::CACHE_LINE);
@@ -417,7 +434,11 @@ pub struct Submission<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Completion {
     /// More tokens (stream mode).
-    Tokens { tag: u32, ctx: u16, tokens: Vec<u32> },
+    Tokens {
+        tag: u32,
+        ctx: u16,
+        tokens: Vec<u32>,
+    },
     /// The request is over and its context is free.
     Done {
         tag: u32,
@@ -472,7 +493,10 @@ impl Rings {
     /// daemon; the slots keep their models.
     pub fn init(shell: &Shell, dma: DmaBuf, config: RingConfig) -> Result<Rings, ShellError> {
         let info = shell.info().clone();
-        for (name, n) in [("SQ_ENTRIES", config.sq_entries), ("CQ_ENTRIES", config.cq_entries)] {
+        for (name, n) in [
+            ("SQ_ENTRIES", config.sq_entries),
+            ("CQ_ENTRIES", config.cq_entries),
+        ] {
             if !n.is_power_of_two() || !(2..=4096).contains(&n) {
                 return Err(ShellError::Invalid {
                     tag: 0,
@@ -521,9 +545,14 @@ impl Rings {
         let (layout, config) = (self.layout, self.config);
         // Stop, and wait until the shell has dropped its old ring state.
         REG_CONTROL.set(r, 0);
-        wait_reg(r, REG_STATUS.offset(), "STATUS.RUNNING", "0", config.enable_timeout, |v| {
-            v & 1 == 0
-        })?;
+        wait_reg(
+            r,
+            REG_STATUS.offset(),
+            "STATUS.RUNNING",
+            "0",
+            config.enable_timeout,
+            |v| v & 1 == 0,
+        )?;
         let sq_addr = self.dma.phys_addr() + layout.sq;
         let cq_addr = self.dma.phys_addr() + layout.cq;
         REG_SQ_BASE_LO.set(r, sq_addr as u32);
@@ -542,12 +571,18 @@ impl Rings {
         // carry a sequence number that happens to be due.
         let zeros = vec![0u8; (layout.prompts - layout.sq) as usize];
         self.dma.write(layout.sq, &zeros)?;
-        self.dma.sync_for_device(layout.sq, layout.prompts - layout.sq)?;
+        self.dma
+            .sync_for_device(layout.sq, layout.prompts - layout.sq)?;
         io_wmb();
         REG_CONTROL.write(r, CONTROL::ENABLE::SET + CONTROL::IRQ_ENABLE::SET);
-        wait_reg(r, REG_STATUS.offset(), "STATUS.RUNNING", "1", config.enable_timeout, |v| {
-            v & 1 == 1
-        })?;
+        wait_reg(
+            r,
+            REG_STATUS.offset(),
+            "STATUS.RUNNING",
+            "1",
+            config.enable_timeout,
+            |v| v & 1 == 1,
+        )?;
         self.sq_tail = 0;
         self.cq_head = 0;
         Ok(dropped)
@@ -584,13 +619,25 @@ impl Rings {
             return Err(invalid("tag", 0, "1..".into()));
         }
         if usize::from(s.ctx) >= self.info.contexts() {
-            return Err(invalid("ctx", s.ctx.into(), format!("0..{}", self.info.contexts())));
+            return Err(invalid(
+                "ctx",
+                s.ctx.into(),
+                format!("0..{}", self.info.contexts()),
+            ));
         }
         if s.prompt.is_empty() || s.prompt.len() as u64 > u64::from(self.info.max_prompt) {
-            return Err(invalid("prompt length", s.prompt.len() as u64, format!("1..={}", self.info.max_prompt)));
+            return Err(invalid(
+                "prompt length",
+                s.prompt.len() as u64,
+                format!("1..={}", self.info.max_prompt),
+            ));
         }
         if s.max_tokens == 0 || s.max_tokens > self.info.max_output {
-            return Err(invalid("max_tokens", s.max_tokens.into(), format!("1..={}", self.info.max_output)));
+            return Err(invalid(
+                "max_tokens",
+                s.max_tokens.into(),
+                format!("1..={}", self.info.max_output),
+            ));
         }
         let running = self.ctxs[usize::from(s.ctx)].tag;
         if running != 0 {
@@ -623,9 +670,7 @@ impl Rings {
         let head = REG_SQ_HEAD.get(shell.regs());
         let in_flight = self.sq_tail.wrapping_sub(head);
         if in_flight + batch.len() as u32 > self.config.sq_entries {
-            return Err(ShellError::RingFull {
-                entries: in_flight,
-            });
+            return Err(ShellError::RingFull { entries: in_flight });
         }
         let first = self.sq_tail;
         // Step 1 (and 2 for each prompt).
@@ -634,7 +679,8 @@ impl Rings {
             let prompt_off = self.layout.prompts + ctx as u64 * self.layout.prompt_stride;
             let output_off = self.layout.outputs + ctx as u64 * self.layout.output_stride;
             self.dma.write_u32s(prompt_off, s.prompt)?;
-            self.dma.sync_for_device(prompt_off, s.prompt.len() as u64 * 4)?;
+            self.dma
+                .sync_for_device(prompt_off, s.prompt.len() as u64 * 4)?;
             let sqe = Sqe {
                 seq: self.sq_tail,
                 opcode: OP_GENERATE,
@@ -652,8 +698,10 @@ impl Rings {
                 stop_token: s.stop_token,
             };
             let index = self.sq_tail % self.config.sq_entries;
-            self.dma
-                .write(self.layout.sq + u64::from(index) * SQE_LEN as u64, &sqe.encode())?;
+            self.dma.write(
+                self.layout.sq + u64::from(index) * SQE_LEN as u64,
+                &sqe.encode(),
+            )?;
             self.sq_owner[index as usize] = (s.tag, s.ctx);
             self.ctxs[ctx] = CtxState {
                 tag: s.tag,
@@ -678,7 +726,11 @@ impl Rings {
 
     /// Reads every completion the device has posted (contract section 5,
     /// steps 2 to 5). Call it after an interrupt, then unmask.
-    pub fn drain(&mut self, shell: &Shell, out: &mut Vec<Completion>) -> Result<DrainReport, ShellError> {
+    pub fn drain(
+        &mut self,
+        shell: &Shell,
+        out: &mut Vec<Completion>,
+    ) -> Result<DrainReport, ShellError> {
         let r = shell.regs();
         let mut report = DrainReport::default();
         // Step 2: the index, then a barrier before reading what it announces.
@@ -709,7 +761,8 @@ impl Rings {
             self.dma
                 .read(self.layout.cq + u64::from(index) * CQE_LEN as u64, &mut raw)?;
             // Step 4: the entry's own CRC and sequence number.
-            let cqe = Cqe::decode(&raw, seq).map_err(|source| ShellError::Completion { index: seq, source })?;
+            let cqe = Cqe::decode(&raw, seq)
+                .map_err(|source| ShellError::Completion { index: seq, source })?;
             self.cq_head = self.cq_head.wrapping_add(1);
             report.completions += 1;
             if let Some(c) = self.complete(&cqe, seq)? {
@@ -732,8 +785,10 @@ impl Rings {
 
     fn complete(&mut self, cqe: &Cqe, index: u32) -> Result<Option<Completion>, ShellError> {
         // A refused descriptor carries its SQ index instead of a trusted tag.
-        let (tag, ctx) = if matches!(cqe.status, CqeStatus::BadDescriptor | CqeStatus::StaleDescriptor)
-            && cqe.kind == CqeKind::Done
+        let (tag, ctx) = if matches!(
+            cqe.status,
+            CqeStatus::BadDescriptor | CqeStatus::StaleDescriptor
+        ) && cqe.kind == CqeKind::Done
         {
             self.sq_owner[(cqe.n_tokens % self.config.sq_entries) as usize]
         } else {
@@ -755,7 +810,10 @@ impl Rings {
                 running: state.tag,
             });
         }
-        let n = if matches!(cqe.status, CqeStatus::BadDescriptor | CqeStatus::StaleDescriptor) {
+        let n = if matches!(
+            cqe.status,
+            CqeStatus::BadDescriptor | CqeStatus::StaleDescriptor
+        ) {
             0
         } else {
             cqe.n_tokens
@@ -782,7 +840,11 @@ impl Rings {
             state.tokens.extend_from_slice(&fresh);
         }
         match cqe.kind {
-            CqeKind::Tokens => Ok(Some(Completion::Tokens { tag, ctx, tokens: fresh })),
+            CqeKind::Tokens => Ok(Some(Completion::Tokens {
+                tag,
+                ctx,
+                tokens: fresh,
+            })),
             CqeKind::Done => {
                 let intact = cqe.status != CqeStatus::Ok || tokens_crc(&state.tokens) == cqe.crc;
                 let n_tokens = state.tokens.len() as u32;

@@ -315,16 +315,24 @@ impl UioIrq {
             path: path.clone(),
             source: e.into_parts().1,
         })?;
-        Ok(UioIrq { fd, path, last: None })
+        Ok(UioIrq {
+            fd,
+            path,
+            last: None,
+        })
     }
 
     /// Waits for the next interrupt and returns the event count.
     pub async fn wait(&mut self) -> Result<IrqEvent, UioError> {
         loop {
-            let mut guard = self.fd.readable().await.map_err(|source| UioError::IrqRead {
-                path: self.path.clone(),
-                source,
-            })?;
+            let mut guard = self
+                .fd
+                .readable()
+                .await
+                .map_err(|source| UioError::IrqRead {
+                    path: self.path.clone(),
+                    source,
+                })?;
             let mut buf = [0u8; 4];
             match guard.try_io(|inner| inner.get_ref().read(&mut buf)) {
                 Ok(Ok(4)) => {
@@ -411,8 +419,11 @@ mod tests {
         }
         fs::create_dir_all(root.path("/dev")).expect("dev");
         let page = page_size().expect("page") as usize;
-        fs::write(root.dev(&format!("uio{number}")), vec![0u8; page * maps.len().max(1)])
-            .expect("dev file");
+        fs::write(
+            root.dev(&format!("uio{number}")),
+            vec![0u8; page * maps.len().max(1)],
+        )
+        .expect("dev file");
     }
 
     #[test]
@@ -420,7 +431,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = Root::new(dir.path());
         fake_uio(&root, 0, "eth-dma", &[(0x4000_0000, 0x1000, 0)]);
-        fake_uio(&root, 3, "fabric-shell", &[(0xA000_0000, 0x1000, 0), (0xA001_0000, 0x100, 0x20)]);
+        fake_uio(
+            &root,
+            3,
+            "fabric-shell",
+            &[(0xA000_0000, 0x1000, 0), (0xA001_0000, 0x100, 0x20)],
+        );
         let dev = UioDevice::find(&root, "fabric-shell").expect("found");
         assert_eq!(dev.number, 3);
         assert_eq!(dev.maps.len(), 2);
@@ -429,7 +445,10 @@ mod tests {
         assert_eq!(dev.dev_path, root.dev("uio3"));
         let err = UioDevice::find(&root, "fabric-rm0").expect_err("absent");
         let text = err.to_string();
-        assert!(text.contains("fabric-rm0") && text.contains("eth-dma"), "{text}");
+        assert!(
+            text.contains("fabric-rm0") && text.contains("eth-dma"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -456,8 +475,18 @@ mod tests {
         fake_uio(&root, 0, "fabric-shell", &[(0xA000_0000, 0x400, 0)]);
         let dev = UioDevice::find(&root, "fabric-shell").expect("found");
         let err = dev.map(0, 0x800).expect_err("too small");
-        assert!(matches!(err, UioError::MapTooSmall { size: 0x400, need: 0x800, .. }));
-        assert!(matches!(dev.map(2, 4), Err(UioError::NoSuchMap { count: 1, .. })));
+        assert!(matches!(
+            err,
+            UioError::MapTooSmall {
+                size: 0x400,
+                need: 0x800,
+                ..
+            }
+        ));
+        assert!(matches!(
+            dev.map(2, 4),
+            Err(UioError::NoSuchMap { count: 1, .. })
+        ));
         fake_uio(&root, 1, "fabric-shell", &[(0xB000_0000, 0x1000, 0)]);
         assert!(matches!(
             UioDevice::find(&root, "fabric-shell"),
@@ -469,7 +498,12 @@ mod tests {
     fn map_m_lives_at_m_pages() {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = Root::new(dir.path());
-        fake_uio(&root, 0, "fabric-shell", &[(0xA000_0000, 0x1000, 0), (0xA001_0000, 0x100, 0x40)]);
+        fake_uio(
+            &root,
+            0,
+            "fabric-shell",
+            &[(0xA000_0000, 0x1000, 0), (0xA001_0000, 0x100, 0x40)],
+        );
         let page = page_size().expect("page") as usize;
         let mut raw = vec![0u8; page * 2];
         raw[page + 0x40..page + 0x44].copy_from_slice(&0x1234_5678u32.to_le_bytes());
@@ -482,14 +516,21 @@ mod tests {
 
     #[tokio::test]
     async fn interrupts_over_a_seqpacket_socket() {
-        use nix::sys::socket::{accept, bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr};
+        use nix::sys::socket::{
+            accept, bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+        };
         use std::os::fd::AsRawFd;
         let dir = tempfile::tempdir().expect("tempdir");
         let dev = dir.path().join("uio0");
         fs::write(&dev, [0u8; 4096]).expect("register file");
         let path = dir.path().join("uio0.irq");
-        let listener = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None)
-            .expect("socket");
+        let listener = socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .expect("socket");
         bind(listener.as_raw_fd(), &UnixAddr::new(&path).expect("addr")).expect("bind");
         listen(&listener, Backlog::new(4).expect("backlog")).expect("listen");
         let mut irq = UioIrq::open(&dev).expect("connect");

@@ -54,7 +54,7 @@ pub fn build_bit(model: &Model, spec: &ImageSpec<'_>) -> Vec<u8> {
     data.extend_from_slice(PAYLOAD_MAGIC);
     data.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     data.extend_from_slice(&payload);
-    while data.len() % 4 != 0 {
+    while !data.len().is_multiple_of(4) {
         data.push(0);
     }
     bitstream::write_bit(&design_field(spec), spec.part, spec.date, spec.time, &data)
@@ -73,7 +73,9 @@ pub fn load(bytes: &[u8]) -> Result<LoadedImage, ImageError> {
     let info = bitstream::inspect(bytes)?;
     let data = bitstream::natural_data(bytes)?;
     let after = &data[info.sync_offset + 4..];
-    let body = after.strip_prefix(PAYLOAD_MAGIC.as_slice()).ok_or(ImageError::NotAModel)?;
+    let body = after
+        .strip_prefix(PAYLOAD_MAGIC.as_slice())
+        .ok_or(ImageError::NotAModel)?;
     if body.len() < 4 {
         return Err(ImageError::NotAModel);
     }
@@ -97,7 +99,12 @@ mod tests {
     use crate::ngram::Pruning;
 
     fn model() -> Model {
-        Model::train("t", 400, &[vec![300, 301, 302], vec![300, 301, 303]], Pruning::default())
+        Model::train(
+            "t",
+            400,
+            &[vec![300, 301, 302], vec![300, 301, 303]],
+            Pruning::default(),
+        )
     }
 
     fn spec() -> ImageSpec<'static> {
@@ -119,7 +126,10 @@ mod tests {
         let header = loaded.header.expect("header");
         assert!(header.is_partial());
         assert_eq!(header.user_id(), Some(0x5EED_0001));
-        assert_eq!(loaded.model.generate(&[300], 3, 0.0, 1, 256), m.generate(&[300], 3, 0.0, 1, 256));
+        assert_eq!(
+            loaded.model.generate(&[300], 3, 0.0, 1, 256),
+            m.generate(&[300], 3, 0.0, 1, 256)
+        );
         let bin = bitstream::to_bin(&bit).expect("bin");
         let loaded = load(&bin).expect("bin loads");
         assert!(loaded.header.is_none());

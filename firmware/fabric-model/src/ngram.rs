@@ -107,8 +107,18 @@ impl Model {
     }
 
     fn from_stored(stored: Stored) -> Model {
-        let bigram = stored.bigram.iter().enumerate().map(|(i, (k, _))| (*k, i)).collect();
-        let trigram = stored.trigram.iter().enumerate().map(|(i, (k, _))| (*k, i)).collect();
+        let bigram = stored
+            .bigram
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _))| (*k, i))
+            .collect();
+        let trigram = stored
+            .trigram
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _))| (*k, i))
+            .collect();
         Model {
             stored,
             bigram,
@@ -153,17 +163,32 @@ impl Model {
     /// A generator positioned after `prompt`.
     pub fn start(&self, prompt: &[u32], seed: u64, temperature: f32) -> Generator {
         let b = prompt.last().copied().unwrap_or(EOS);
-        let a = if prompt.len() >= 2 { prompt[prompt.len() - 2] } else { EOS };
+        let a = if prompt.len() >= 2 {
+            prompt[prompt.len() - 2]
+        } else {
+            EOS
+        };
         Generator {
             a,
             b,
             rng: SplitMix64(seed),
-            temperature: if temperature.is_finite() { temperature.max(0.0) } else { 1.0 },
+            temperature: if temperature.is_finite() {
+                temperature.max(0.0)
+            } else {
+                1.0
+            },
         }
     }
 
     /// All tokens for a request, stopping after `stop_token` or `max_tokens`.
-    pub fn generate(&self, prompt: &[u32], max_tokens: u32, temperature: f32, seed: u64, stop_token: u32) -> Vec<u32> {
+    pub fn generate(
+        &self,
+        prompt: &[u32],
+        max_tokens: u32,
+        temperature: f32,
+        seed: u64,
+        stop_token: u32,
+    ) -> Vec<u32> {
         let mut g = self.start(prompt, seed, temperature);
         let mut out = Vec::new();
         for _ in 0..max_tokens {
@@ -238,7 +263,11 @@ mod tests {
     use super::*;
 
     fn docs() -> Vec<Vec<u32>> {
-        vec![vec![300, 301, 302, 303], vec![300, 301, 304], vec![300, 301, 302, 305]]
+        vec![
+            vec![300, 301, 302, 303],
+            vec![300, 301, 304],
+            vec![300, 301, 302, 305],
+        ]
     }
 
     #[test]
@@ -253,7 +282,15 @@ mod tests {
 
     #[test]
     fn same_seed_same_tokens_and_seeds_differ() {
-        let m = Model::train("t", 400, &docs(), Pruning { trigram_min_count: 1, ..Pruning::default() });
+        let m = Model::train(
+            "t",
+            400,
+            &docs(),
+            Pruning {
+                trigram_min_count: 1,
+                ..Pruning::default()
+            },
+        );
         let a = m.generate(&[300], 50, 1.0, 7, u32::MAX);
         assert_eq!(a, m.generate(&[300], 50, 1.0, 7, u32::MAX));
         let differs = (0..20).any(|s| m.generate(&[300], 50, 1.0, s, u32::MAX) != a);

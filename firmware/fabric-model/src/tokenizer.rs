@@ -40,7 +40,8 @@ pub fn pre_tokenize(text: &str) -> Vec<&str> {
     let mut i = 0;
     while i < bytes.len() {
         let start = i;
-        let word_at = |j: usize| j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] >= 0x80);
+        let word_at =
+            |j: usize| j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] >= 0x80);
         if bytes[i] == b' ' && word_at(i + 1) {
             i += 1;
         }
@@ -111,7 +112,9 @@ impl Tokenizer {
 
     /// The bytes of a token sequence.
     pub fn decode_bytes(&self, ids: &[u32]) -> Vec<u8> {
-        ids.iter().flat_map(|&id| self.token_bytes(id).iter().copied()).collect()
+        ids.iter()
+            .flat_map(|&id| self.token_bytes(id).iter().copied())
+            .collect()
     }
 
     /// The text of a token sequence (invalid UTF-8 replaced).
@@ -129,7 +132,9 @@ impl Tokenizer {
 
     /// Reads the file form.
     pub fn from_bytes(bytes: &[u8]) -> Result<Tokenizer, TokenizerError> {
-        let body = bytes.strip_prefix(MAGIC.as_slice()).ok_or(TokenizerError::Magic)?;
+        let body = bytes
+            .strip_prefix(MAGIC.as_slice())
+            .ok_or(TokenizerError::Magic)?;
         let pieces: Vec<Vec<u8>> =
             postcard::from_bytes(body).map_err(|e| TokenizerError::Decode(e.to_string()))?;
         Ok(Tokenizer::new(pieces))
@@ -152,12 +157,20 @@ mod tests {
     use proptest::prelude::*;
 
     fn tok() -> Tokenizer {
-        Tokenizer::new(vec![b"In".to_vec(), b" the".to_vec(), b" beginning".to_vec(), b",".to_vec()])
+        Tokenizer::new(vec![
+            b"In".to_vec(),
+            b" the".to_vec(),
+            b" beginning".to_vec(),
+            b",".to_vec(),
+        ])
     }
 
     #[test]
     fn pieces_and_fallback() {
-        assert_eq!(pre_tokenize("In the beginning, God"), vec!["In", " the", " beginning", ",", " God"]);
+        assert_eq!(
+            pre_tokenize("In the beginning, God"),
+            vec!["In", " the", " beginning", ",", " God"]
+        );
         let t = tok();
         let ids = t.encode("In the beginning, God");
         assert_eq!(&ids[..4], &[257, 258, 259, 260]);
@@ -169,7 +182,10 @@ mod tests {
     fn file_round_trip_and_bad_magic() {
         let t = tok();
         assert_eq!(Tokenizer::from_bytes(&t.to_bytes()).expect("load"), t);
-        assert!(matches!(Tokenizer::from_bytes(b"nope"), Err(TokenizerError::Magic)));
+        assert!(matches!(
+            Tokenizer::from_bytes(b"nope"),
+            Err(TokenizerError::Magic)
+        ));
     }
 
     proptest! {

@@ -7,7 +7,11 @@ use clap::Parser;
 
 /// `fabric-sim`: a Zynq board's fabric, behind the same kernel interfaces.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "fabric-sim", version, about = "Simulate the fabricd FPGA fabric behind fake kernel interfaces")]
+#[command(
+    name = "fabric-sim",
+    version,
+    about = "Simulate the fabricd FPGA fabric behind fake kernel interfaces"
+)]
 pub struct SimConfig {
     /// Directory to lay the board's /sys, /dev, /proc/device-tree, configfs
     /// and /lib/firmware out in. Created if missing.

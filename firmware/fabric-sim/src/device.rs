@@ -213,7 +213,10 @@ impl Fabric {
 
     /// The overlay that programmed slot `s`.
     pub fn slot_overlay(&self, s: usize) -> Option<String> {
-        self.slots[s].loaded.as_ref().and_then(|l| l.overlay.clone())
+        self.slots[s]
+            .loaded
+            .as_ref()
+            .and_then(|l| l.overlay.clone())
     }
 
     /// Slot `s`'s state.
@@ -246,11 +249,17 @@ impl Fabric {
         regs.active.device_write(&self.regs, slot.active);
         regs.shutdown.device_write(
             &self.regs,
-            if slot.quiesce && slot.active == 0 { SHUTDOWN_DONE } else { 0 },
+            if slot.quiesce && slot.active == 0 {
+                SHUTDOWN_DONE
+            } else {
+                0
+            },
         );
         for (i, chunk) in hash.chunks_exact(4).enumerate() {
-            regs.hash_word(i)
-                .device_write(&self.regs, u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]));
+            regs.hash_word(i).device_write(
+                &self.regs,
+                u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]),
+            );
         }
     }
 
@@ -322,7 +331,11 @@ impl Fabric {
             self.stats.syncs_for_cpu += 1;
             // Invalidating a to-device range discards nothing the device
             // wrote, so there is nothing to copy.
-            dir == SyncDirection::ToDevice || self.cpu_view.write(start as u64, &self.dram[start..end]).is_ok()
+            dir == SyncDirection::ToDevice
+                || self
+                    .cpu_view
+                    .write(start as u64, &self.dram[start..end])
+                    .is_ok()
         }
     }
 
@@ -348,7 +361,12 @@ impl Fabric {
     }
 
     fn dram_u32(&self, at: usize) -> u32 {
-        u32::from_le_bytes([self.dram[at], self.dram[at + 1], self.dram[at + 2], self.dram[at + 3]])
+        u32::from_le_bytes([
+            self.dram[at],
+            self.dram[at + 1],
+            self.dram[at + 2],
+            self.dram[at + 3],
+        ])
     }
 
     // ---- the sequencer ------------------------------------------------------
@@ -374,7 +392,12 @@ impl Fabric {
             self.post_pending();
         }
         self.write_counters();
-        self.ctxs.iter().flatten().filter(|c| !c.hung).map(|c| c.next_due).min()
+        self.ctxs
+            .iter()
+            .flatten()
+            .filter(|c| !c.hung)
+            .map(|c| c.next_due)
+            .min()
     }
 
     fn control(&mut self) {
@@ -407,8 +430,14 @@ impl Fabric {
         let cq = self.dram_offset(cq_addr, u64::from(cq_entries) * CQE_LEN as u64);
         match (sq, cq) {
             (Some(sq), Some(cq)) if ok(sq_entries) && ok(cq_entries) => {
-                self.sq = Some(Ring { base: sq, entries: sq_entries });
-                self.cq = Some(Ring { base: cq, entries: cq_entries });
+                self.sq = Some(Ring {
+                    base: sq,
+                    entries: sq_entries,
+                });
+                self.cq = Some(Ring {
+                    base: cq,
+                    entries: cq_entries,
+                });
             }
             _ => {
                 log::warn!("ring programming refused: SQ {sq_addr:#x}×{sq_entries}, CQ {cq_addr:#x}×{cq_entries}");
@@ -519,7 +548,10 @@ impl Fabric {
         let prompt_at = self.dram_offset(sqe.prompt_addr, u64::from(sqe.prompt_len) * 4);
         let output_at = self.dram_offset(sqe.output_addr, u64::from(sqe.output_cap) * 4);
         let (Some(prompt_at), Some(output_at), true) = (prompt_at, output_at, valid) else {
-            log::warn!("SQ index {seq}: descriptor for tag {} is out of bounds or malformed", sqe.tag);
+            log::warn!(
+                "SQ index {seq}: descriptor for tag {} is out of bounds or malformed",
+                sqe.tag
+            );
             self.refuse(seq, CqeStatus::BadDescriptor, FaultCode::BadDescriptorCrc);
             return;
         };
@@ -577,8 +609,7 @@ impl Fabric {
     fn advance(&mut self, now: Instant) {
         let decode = self.config.decode();
         for i in 0..self.ctxs.len() {
-            loop {
-                let Some(c) = self.ctxs[i].as_mut() else { break };
+            while let Some(c) = self.ctxs[i].as_mut() {
                 if c.hung || c.next_due > now {
                     break;
                 }
@@ -634,7 +665,9 @@ impl Fabric {
         self.counters.active = self.counters.active.saturating_sub(1);
         match status {
             CqeStatus::Ok => self.counters.completed = self.counters.completed.wrapping_add(1),
-            CqeStatus::Cancelled => self.counters.cancelled = self.counters.cancelled.wrapping_add(1),
+            CqeStatus::Cancelled => {
+                self.counters.cancelled = self.counters.cancelled.wrapping_add(1)
+            }
             _ => self.counters.errors = self.counters.errors.wrapping_add(1),
         }
         self.pending.push_back(Cqe {
@@ -645,7 +678,10 @@ impl Fabric {
             status,
             n_tokens: c.produced,
             crc,
-            fabric_us: now.saturating_duration_since(c.started).as_micros().min(u32::MAX.into()) as u32,
+            fabric_us: now
+                .saturating_duration_since(c.started)
+                .as_micros()
+                .min(u32::MAX.into()) as u32,
             finish,
         });
         self.write_slot(c.slot);
@@ -698,7 +734,9 @@ impl Fabric {
         }
         self.stats.irqs_sent += 1;
         let bytes = (self.irq.count as i32).to_ne_bytes();
-        self.irq.conns.retain_mut(|conn| conn.write_all(&bytes).is_ok());
+        self.irq
+            .conns
+            .retain_mut(|conn| conn.write_all(&bytes).is_ok());
     }
 }
 
@@ -713,4 +751,3 @@ fn take(counter: &mut u32) -> bool {
         false
     }
 }
-

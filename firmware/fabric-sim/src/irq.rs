@@ -11,12 +11,20 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::socket::{accept, bind, listen, shutdown, socket, AddressFamily, Backlog, Shutdown, SockFlag, SockType, UnixAddr};
+use nix::sys::socket::{
+    accept, bind, listen, shutdown, socket, AddressFamily, Backlog, Shutdown, SockFlag, SockType,
+    UnixAddr,
+};
 
 use crate::Shared;
 
 pub(crate) fn bind_socket(path: &Path) -> std::io::Result<OwnedFd> {
-    let fd = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None)?;
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
     bind(fd.as_raw_fd(), &UnixAddr::new(path)?)?;
     listen(&fd, Backlog::new(16)?)?;
     Ok(fd)

@@ -65,46 +65,73 @@ impl Paths {
 
 /// The device-tree path of slot `s`'s region.
 pub fn region_path(s: u8) -> String {
-    format!("/amba_pl@0/fpga-region@{s}")
+    format!("/fpga-region-slot{s}")
 }
 
-/// The base device tree of the simulated board, as the kernel shows it.
+/// The base device tree of the simulated board, as the kernel shows it;
+/// `device-tree/sim-board.dts` is the same tree in source form.
 pub fn base_tree(config: &SimConfig) -> DtNode {
+    const GIC: u32 = 1;
+    const PCAP: u32 = 2;
     let mut root = DtNode {
         path: "/".into(),
         ..DtNode::default()
     };
     root.set_string("model", "fabricd simulated board");
     root.set_strings("compatible", &["fabricd,sim", "xlnx,zynqmp"]);
+    root.set_cells("#address-cells", &[2]);
+    root.set_cells("#size-cells", &[2]);
+    let gic = root.add_child("interrupt-controller");
+    gic.set_strings("compatible", &["arm,gic-400"]);
+    gic.set_flag("interrupt-controller");
+    gic.set_cells("#interrupt-cells", &[3]);
+    gic.set_cells("#address-cells", &[0]);
+    gic.set_cells("phandle", &[GIC]);
+    let pcap = root.add_child("pcap");
+    pcap.set_strings("compatible", &["xlnx,zynqmp-pcap-fpga"]);
+    pcap.set_cells("phandle", &[PCAP]);
     let fpga_full = root.add_child("fpga-full");
     fpga_full.set_strings("compatible", &["fpga-region"]);
-    fpga_full.set_cells("fpga-mgr", &[1]);
+    fpga_full.set_cells("fpga-mgr", &[PCAP]);
+    fpga_full.set_cells("#address-cells", &[2]);
+    fpga_full.set_cells("#size-cells", &[2]);
     let amba = root.add_child("amba_pl@0");
     amba.set_strings("compatible", &["simple-bus"]);
     amba.set_cells("#address-cells", &[2]);
     amba.set_cells("#size-cells", &[2]);
+    amba.set_cells("ranges", &[0, 0, 0, 0, 1, 0]);
     let shell = amba.add_child(&format!("{SHELL_UIO_NAME}@{SHELL_PHYS:x}"));
     shell.set_strings("compatible", &[SHELL_COMPATIBLE, "generic-uio"]);
     shell.set_cells("reg", &[0, SHELL_PHYS as u32, 0, 0x1000]);
+    shell.set_cells("interrupt-parent", &[GIC]);
     shell.set_cells("interrupts", &[0, 89, 4]);
     shell.set_string("fabricd,part", &config.part);
     shell.set_cells("fabricd,interface-id", &[config.interface_id]);
     for s in 0..config.slots {
-        let phandle = 0x10 + u32::from(s);
-        let decoupler = amba.add_child(&format!("pr-decoupler@{:x}", SHELL_PHYS + 0x10000 * (u64::from(s) + 1)));
-        decoupler.set_strings("compatible", &["xlnx,pr-decoupler-1.00", "xlnx,pr-decoupler"]);
-        decoupler.set_cells("phandle", &[phandle]);
-        let region = amba.add_child(&format!("fpga-region@{s}"));
+        let addr = SHELL_PHYS + 0x10000 * (u64::from(s) + 1);
+        let decoupler = amba.add_child(&format!("pr-decoupler@{addr:x}"));
+        decoupler.set_strings(
+            "compatible",
+            &["xlnx,pr-decoupler-1.00", "xlnx,pr-decoupler"],
+        );
+        decoupler.set_cells("reg", &[0, addr as u32, 0, 0x1000]);
+        decoupler.set_cells("phandle", &[0x10 + u32::from(s)]);
+    }
+    for s in 0..config.slots {
+        let region = root.add_child(region_path(s).trim_start_matches('/'));
         region.set_strings("compatible", &["fpga-region"]);
         region.set_cells("fabricd,slot", &[u32::from(s)]);
-        region.set_cells("fpga-bridges", &[phandle]);
+        region.set_cells("fpga-bridges", &[0x10 + u32::from(s)]);
         region.set_cells("#address-cells", &[2]);
         region.set_cells("#size-cells", &[2]);
     }
-    let dma = amba.add_child("udmabuf@0");
+    let dma = root.add_child(DMA_NAME);
     dma.set_strings("compatible", &["ikwzm,u-dma-buf"]);
     dma.set_string("device-name", DMA_NAME);
-    dma.set_cells("size", &[(config.dma_size >> 32) as u32, config.dma_size as u32]);
+    dma.set_cells(
+        "size",
+        &[(config.dma_size >> 32) as u32, config.dma_size as u32],
+    );
     if config.dma_coherent {
         dma.set_flag("dma-coherent");
     }
@@ -122,7 +149,13 @@ fn write(path: &Path, text: &str) -> io::Result<()> {
 /// `/lib/firmware`, which belongs to the daemon.
 pub fn create(config: &SimConfig, paths: &Paths) -> io::Result<()> {
     let root = &paths.root;
-    for dir in ["/proc/device-tree", "/sys/class/uio", "/sys/class/u-dma-buf", "/sys/class/fpga_manager", "/sim"] {
+    for dir in [
+        "/proc/device-tree",
+        "/sys/class/uio",
+        "/sys/class/u-dma-buf",
+        "/sys/class/fpga_manager",
+        "/sim",
+    ] {
         let p = root.path(dir);
         if p.exists() {
             fs::remove_dir_all(&p)?;
@@ -144,7 +177,10 @@ pub fn create(config: &SimConfig, paths: &Paths) -> io::Result<()> {
     write(&uio.join("version"), "devicetree\n")?;
     write(&uio.join("event"), "0\n")?;
     let map = uio.join("maps/map0");
-    write(&map.join("name"), &format!("{SHELL_UIO_NAME}@{SHELL_PHYS:x}\n"))?;
+    write(
+        &map.join("name"),
+        &format!("{SHELL_UIO_NAME}@{SHELL_PHYS:x}\n"),
+    )?;
     write(&map.join("addr"), &format!("0x{SHELL_PHYS:016x}\n"))?;
     write(&map.join("size"), &format!("0x{:016x}\n", REG_FILE_LEN))?;
     write(&map.join("offset"), "0x0\n")?;
@@ -162,12 +198,18 @@ pub fn create(config: &SimConfig, paths: &Paths) -> io::Result<()> {
     write(&sys.join("sync_owner"), "0\n")?;
     write(&sys.join("sync_for_cpu"), "0\n")?;
     write(&sys.join("sync_for_device"), "0\n")?;
-    write(&sys.join("dma_coherent"), if config.dma_coherent { "1\n" } else { "0\n" })?;
+    write(
+        &sys.join("dma_coherent"),
+        if config.dma_coherent { "1\n" } else { "0\n" },
+    )?;
     let dma = fs::File::create(&paths.dma_dev)?;
     dma.set_len(config.dma_size)?;
 
     let mgr = &paths.fpga_mgr;
-    write(&mgr.join("name"), "Xilinx ZynqMP FPGA Manager (simulated)\n")?;
+    write(
+        &mgr.join("name"),
+        "Xilinx ZynqMP FPGA Manager (simulated)\n",
+    )?;
     write(&mgr.join("state"), "operating\n")?;
     write(&mgr.join("status"), "\n")?;
     write(&mgr.join("flags"), "0\n")?;

@@ -40,9 +40,9 @@ use std::time::{Duration, Instant};
 pub use config::SimConfig;
 use device::{Fabric, Faults, SimStats};
 use fabric_hw::contract::{SlotState, WINDOW_LEN};
-use fabric_hw::shell::Counters;
 use fabric_hw::dma::DmaBuf;
 use fabric_hw::mmio::Mmio;
+use fabric_hw::shell::Counters;
 use fabric_hw::Root;
 use layout::Paths;
 
@@ -110,10 +110,16 @@ impl Simulator {
     /// Lays out the root and starts the fabric.
     pub fn start(config: SimConfig) -> Result<Simulator, SimError> {
         if config.slots == 0 || usize::from(config.slots) > fabric_hw::contract::MAX_SLOTS {
-            return Err(SimError::Config(format!("--slots must be 1..={}", fabric_hw::contract::MAX_SLOTS)));
+            return Err(SimError::Config(format!(
+                "--slots must be 1..={}",
+                fabric_hw::contract::MAX_SLOTS
+            )));
         }
         if config.lanes == 0 || usize::from(config.lanes) > fabric_hw::contract::MAX_LANES {
-            return Err(SimError::Config(format!("--lanes must be 1..={}", fabric_hw::contract::MAX_LANES)));
+            return Err(SimError::Config(format!(
+                "--lanes must be 1..={}",
+                fabric_hw::contract::MAX_LANES
+            )));
         }
         let paths = Paths::new(&config);
         layout::create(&config, &paths).map_err(|source| SimError::Layout {
@@ -127,7 +133,8 @@ impl Simulator {
             .map_err(|e| SimError::Map(format!("{}: {e}", paths.regs.display())))?;
         let regs = Mmio::map(&regs_file, &paths.regs, 0, 0, WINDOW_LEN)
             .map_err(|e| SimError::Map(e.to_string()))?;
-        let cpu_view = DmaBuf::open(&paths.root, layout::DMA_NAME).map_err(|e| SimError::Map(e.to_string()))?;
+        let cpu_view = DmaBuf::open(&paths.root, layout::DMA_NAME)
+            .map_err(|e| SimError::Map(e.to_string()))?;
         let mut fabric = Fabric::new(config.clone(), regs, cpu_view);
         for arg in &config.load {
             let (slot, loaded) = reconfig::boot_image(&config, arg)?;
@@ -167,6 +174,15 @@ impl Simulator {
                 .spawn(move || watcher.run(&s))
                 .map_err(SimError::Watch)?,
         );
+        // Tell whoever started us that the board is up.
+        std::fs::write(
+            paths.sim_dir.join("ready"),
+            format!("{}\n", std::process::id()),
+        )
+        .map_err(|source| SimError::Layout {
+            path: paths.sim_dir.clone(),
+            source,
+        })?;
         log::info!(
             "fabric-sim: {} slots × {} lanes at {}, time scale {}",
             shared.config.slots,
@@ -282,6 +298,11 @@ pub fn run(config: SimConfig) -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
+/// The file the simulator writes once the board is up (its pid).
+pub fn ready_file(root: &Root) -> std::path::PathBuf {
+    root.path("/sim/ready")
+}
+
 /// Injects faults through the root's fault file (`/sim/faults`), for a
 /// simulator running in another process. Lines are `KIND COUNT`.
 pub fn fault_file(root: &Root) -> std::path::PathBuf {
@@ -291,7 +312,11 @@ pub fn fault_file(root: &Root) -> std::path::PathBuf {
 /// Parses a fault file's text.
 pub fn parse_faults(text: &str) -> Result<Faults, String> {
     let mut f = Faults::default();
-    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
         let (kind, count) = line.split_once(char::is_whitespace).unwrap_or((line, "1"));
         let n: u32 = count
             .trim()

@@ -43,18 +43,30 @@ pub(crate) fn boot_image(config: &SimConfig, arg: &str) -> Result<(usize, Loaded
         arg: arg.to_owned(),
         problem,
     };
-    let (slot, file) = arg.split_once('=').ok_or_else(|| err("expected SLOT=FILE".into()))?;
-    let slot: usize = slot.parse().map_err(|_| err(format!("slot {slot:?} is not a number")))?;
+    let (slot, file) = arg
+        .split_once('=')
+        .ok_or_else(|| err("expected SLOT=FILE".into()))?;
+    let slot: usize = slot
+        .parse()
+        .map_err(|_| err(format!("slot {slot:?} is not a number")))?;
     if slot >= usize::from(config.slots) {
-        return Err(err(format!("slot {slot} does not exist (the shell has {})", config.slots)));
+        return Err(err(format!(
+            "slot {slot} does not exist (the shell has {})",
+            config.slots
+        )));
     }
     let mut path = PathBuf::from(file);
     if !path.exists() && crate::layout::plain(file) {
-        path = fabric_hw::Root::new(&config.root).our_firmware_dir().join(file);
+        path = fabric_hw::Root::new(&config.root)
+            .our_firmware_dir()
+            .join(file);
     }
     let bytes = fs::read(&path).map_err(|e| err(format!("reading {}: {e}", path.display())))?;
     let loaded = decode(&bytes, None).map_err(err)?;
-    log::info!("fabric-sim: slot {slot} boots with {} ({file})", loaded.model.name());
+    log::info!(
+        "fabric-sim: slot {slot} boots with {} ({file})",
+        loaded.model.name()
+    );
     Ok((slot, loaded))
 }
 
@@ -63,7 +75,9 @@ pub(crate) fn boot_image(config: &SimConfig, arg: &str) -> Result<(usize, Loaded
 fn firmware_path(shared: &Shared, name: &str) -> Result<PathBuf, String> {
     let rel = Path::new(name.trim());
     if rel.as_os_str().is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-        return Err(format!("firmware name {name:?} is not a plain relative path"));
+        return Err(format!(
+            "firmware name {name:?} is not a plain relative path"
+        ));
     }
     Ok(shared.paths.root.firmware_dir().join(rel))
 }
@@ -77,7 +91,11 @@ fn write_status(shared: &Shared, overlay: &str, status: &str) {
 
 fn region_dir(shared: &Shared, slot: usize) -> PathBuf {
     let path = region_path(slot as u8);
-    shared.paths.root.device_tree().join(path.trim_start_matches('/'))
+    shared
+        .paths
+        .root
+        .device_tree()
+        .join(path.trim_start_matches('/'))
 }
 
 /// Applies overlay `name`, whose `path` attribute reads `dtbo`.
@@ -122,12 +140,16 @@ fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<usize, Str
         .map_err(|e| e.to_string())?
         .ok_or("the overlay names no firmware-name")?;
     if !overlay.flag("partial-fpga-config") {
-        return Err("the overlay lacks partial-fpga-config: a full image cannot go into a PR region".into());
+        return Err(
+            "the overlay lacks partial-fpga-config: a full image cannot go into a PR region".into(),
+        );
     }
     {
         let f = shared.lock();
         if let Some(other) = f.slot_overlay(slot) {
-            return Err(format!("region {target} already holds overlay {other}; remove it first"));
+            return Err(format!(
+                "region {target} already holds overlay {other}; remove it first"
+            ));
         }
     }
     // The kernel decouples the region (bridge disabled) and programs it.
@@ -139,10 +161,11 @@ fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<usize, Str
         msg
     };
     let fw_path = firmware_path(shared, &firmware).map_err(|e| fail(ERR_NO_IMAGE, e))?;
-    let bytes = fs::read(&fw_path).map_err(|e| fail(ERR_NO_IMAGE, format!("firmware {}: {e}", fw_path.display())))?;
-    let time = shared
-        .config
-        .scaled(Duration::from_secs_f64(bytes.len() as f64 / shared.config.pr_bytes_per_sec.max(1) as f64));
+    let bytes = fs::read(&fw_path)
+        .map_err(|e| fail(ERR_NO_IMAGE, format!("firmware {}: {e}", fw_path.display())))?;
+    let time = shared.config.scaled(Duration::from_secs_f64(
+        bytes.len() as f64 / shared.config.pr_bytes_per_sec.max(1) as f64,
+    ));
     std::thread::sleep(time);
     let injected = {
         let mut f = shared.lock();
@@ -153,7 +176,10 @@ fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<usize, Str
         hit
     };
     if injected {
-        return Err(fail(ERR_PROGRAMMING, "injected fault: programming failed after path was accepted".into()));
+        return Err(fail(
+            ERR_PROGRAMMING,
+            "injected fault: programming failed after path was accepted".into(),
+        ));
     }
     let loaded = decode(&bytes, Some(name.to_owned())).map_err(|e| fail(ERR_BAD_IMAGE, e))?;
     let model = loaded.model.name().to_owned();
@@ -163,7 +189,10 @@ fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<usize, Str
     let dir = region_dir(shared, slot);
     let _ = fs::write(dir.join("firmware-name"), format!("{firmware}\0"));
     let _ = fs::write(dir.join("partial-fpga-config"), b"");
-    log::info!("fabric-sim: slot {slot} now runs {model} ({} bytes in {time:?})", bytes.len());
+    log::info!(
+        "fabric-sim: slot {slot} now runs {model} ({} bytes in {time:?})",
+        bytes.len()
+    );
     Ok(slot)
 }
 
@@ -210,7 +239,9 @@ pub(crate) fn full_load(shared: &Shared, firmware: &str) {
         }
         hit
     };
-    let dark = shared.config.scaled(Duration::from_secs_f64(shared.config.full_reconfig_secs));
+    let dark = shared
+        .config
+        .scaled(Duration::from_secs_f64(shared.config.full_reconfig_secs));
     match image {
         Ok(loaded) if !fpga_error => {
             set_state(shared, "write");

@@ -38,9 +38,17 @@ impl Watcher {
         };
         let p = &shared.paths;
         w.add(&p.dma_sys, WatchMask::MODIFY, Watched::Dma)?;
-        w.add(&p.fpga_mgr, WatchMask::MODIFY | WatchMask::CLOSE_WRITE, Watched::FpgaManager)?;
+        w.add(
+            &p.fpga_mgr,
+            WatchMask::MODIFY | WatchMask::CLOSE_WRITE,
+            Watched::FpgaManager,
+        )?;
         if p.overlays.is_dir() {
-            w.add(&p.overlays, WatchMask::CREATE | WatchMask::DELETE, Watched::Overlays)?;
+            w.add(
+                &p.overlays,
+                WatchMask::CREATE | WatchMask::DELETE,
+                Watched::Overlays,
+            )?;
         }
         w.add(&p.sim_dir, WatchMask::CLOSE_WRITE, Watched::SimDir)?;
         Ok(w)
@@ -71,7 +79,10 @@ impl Watcher {
                 Ok(events) => events
                     .filter_map(|e| {
                         let what = self.watches.get(&e.wd)?.clone();
-                        let name = e.name.map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                        let name = e
+                            .name
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default();
                         let deleted = e.mask.contains(inotify::EventMask::DELETE);
                         Some((what, name, deleted))
                     })
@@ -104,7 +115,8 @@ impl Watcher {
             }
             Watched::Overlays if deleted => {
                 self.applied.remove(name);
-                self.watches.retain(|_, w| *w != Watched::Overlay(name.to_owned()));
+                self.watches
+                    .retain(|_, w| *w != Watched::Overlay(name.to_owned()));
                 reconfig::remove_overlay(shared, name);
             }
             Watched::Overlays => {
@@ -129,7 +141,9 @@ impl Watcher {
                     return;
                 }
                 let s = shared.clone();
-                spawn("overlay", move || reconfig::apply_overlay(&s, &overlay, &dtbo));
+                spawn("overlay", move || {
+                    reconfig::apply_overlay(&s, &overlay, &dtbo)
+                });
             }
             Watched::SimDir if name == "faults" => {
                 let path = p.sim_dir.join("faults");
@@ -201,7 +215,10 @@ fn sync(shared: &Shared, path: &Path, for_device: bool) {
         if ok {
             let _ = fs::write(path, "0\n");
         } else {
-            log::warn!("{}: sync command {command:#x} refused (u-dma-buf would return EINVAL)", path.display());
+            log::warn!(
+                "{}: sync command {command:#x} refused (u-dma-buf would return EINVAL)",
+                path.display()
+            );
             let _ = fs::write(path, "EINVAL\n");
         }
         return;

@@ -143,20 +143,30 @@ impl Catalog {
             reason,
         };
         if manifest.version != 1 {
-            return Err(bad(format!("version {} (this daemon reads version 1)", manifest.version)));
+            return Err(bad(format!(
+                "version {} (this daemon reads version 1)",
+                manifest.version
+            )));
         }
         let mut seen = BTreeMap::new();
         let mut models = Vec::new();
         for entry in manifest.model {
             if !valid_model_name(&entry.name) {
-                return Err(bad(format!("model name {:?} is not a plain name (letters, digits, -, _, .)", entry.name)));
+                return Err(bad(format!(
+                    "model name {:?} is not a plain name (letters, digits, -, _, .)",
+                    entry.name
+                )));
             }
             if seen.insert(entry.name.clone(), ()).is_some() {
                 return Err(bad(format!("model {:?} is listed twice", entry.name)));
             }
-            for file in std::iter::once(&entry.tokenizer).chain(entry.image.iter().map(|i| &i.file)) {
+            for file in std::iter::once(&entry.tokenizer).chain(entry.image.iter().map(|i| &i.file))
+            {
                 if !plain_name(file) {
-                    return Err(bad(format!("model {:?}: file {file:?} is not a plain name inside the catalog", entry.name)));
+                    return Err(bad(format!(
+                        "model {:?}: file {file:?} is not a plain name inside the catalog",
+                        entry.name
+                    )));
                 }
             }
             if entry.image.is_empty() {
@@ -217,20 +227,25 @@ impl Catalog {
 
     /// The model named `name`.
     pub fn get(&self, name: &str) -> Result<&CatalogModel, CatalogError> {
-        self.models.iter().find(|m| m.name == name).ok_or_else(|| CatalogError::UnknownModel {
-            name: name.to_owned(),
-            known: self
-                .models
-                .iter()
-                .map(|m| m.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-        })
+        self.models
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| CatalogError::UnknownModel {
+                name: name.to_owned(),
+                known: self
+                    .models
+                    .iter()
+                    .map(|m| m.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
     }
 
     /// The model whose image has SHA-256 `hash` (as a shell reports it).
     pub fn by_hash(&self, hash: &str) -> Option<&CatalogModel> {
-        self.models.iter().find(|m| m.hashes.iter().any(|h| h == hash))
+        self.models
+            .iter()
+            .find(|m| m.hashes.iter().any(|h| h == hash))
     }
 }
 
@@ -286,7 +301,10 @@ mod tests {
         let cat = Catalog::load(dir.path()).expect("catalog");
         let kjv = cat.get("kjv").expect("kjv");
         let text = kjv.problem.as_ref().expect("problem").to_string();
-        assert!(text.contains("kjv.bit") && text.contains("manifest expects"), "{text}");
+        assert!(
+            text.contains("kjv.bit") && text.contains("manifest expects"),
+            "{text}"
+        );
         assert!(cat.get("fortunes").expect("fortunes").problem.is_none());
     }
 

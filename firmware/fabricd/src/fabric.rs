@@ -115,7 +115,11 @@ pub fn probe(root: &Root) -> Result<Probe, AttachError> {
             regions: topo.slots.iter().map(|s| s.path.clone()).collect(),
         },
         shell: shell.info().clone(),
-        uio: format!("{} ({})", shell.device().dev_path.display(), shell.device().name),
+        uio: format!(
+            "{} ({})",
+            shell.device().dev_path.display(),
+            shell.device().name
+        ),
         slots: shell.slots(),
         counters: shell.counters(),
         dma: DmaReport {
@@ -203,12 +207,21 @@ pub struct Done {
 /// What the driver reports.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DriverEvent {
-    Tokens { tag: u32, tokens: Vec<u32> },
+    Tokens {
+        tag: u32,
+        tokens: Vec<u32>,
+    },
     Done(Done),
     /// A submission the rings refused before the device saw it.
-    Refused { tag: u32, ctx: u16, reason: String },
+    Refused {
+        tag: u32,
+        ctx: u16,
+        reason: String,
+    },
     /// The shell reported a slot change or fault (EVENT_SEQ moved).
-    ShellEvent { fault: Option<u32> },
+    ShellEvent {
+        fault: Option<u32>,
+    },
 }
 
 /// The task that owns the rings.
@@ -359,7 +372,11 @@ impl Driver {
             }
         }
         if report.event {
-            let _ = events.send(DriverEvent::ShellEvent { fault: report.fault }).await;
+            let _ = events
+                .send(DriverEvent::ShellEvent {
+                    fault: report.fault,
+                })
+                .await;
         }
         Ok(())
     }

@@ -14,11 +14,17 @@ use nix::fcntl::{Flock, FlockArg};
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error("creating {path}: {source}")]
-    Create { path: PathBuf, source: std::io::Error },
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is held by another process: a fabricd is already driving this fabric (stop it, or talk to it over HTTP)")]
     Held { path: PathBuf },
     #[error("locking {path}: {errno}")]
-    Lock { path: PathBuf, errno: nix::errno::Errno },
+    Lock {
+        path: PathBuf,
+        errno: nix::errno::Errno,
+    },
 }
 
 /// The held lock; released on drop.

@@ -17,7 +17,11 @@ use fabricd::fabric::{self, Driver, DriverCmd, DriverEvent, Job};
 use tokio::sync::mpsc;
 
 #[derive(Parser, Debug)]
-#[command(name = "fabricd", version, about = "Serve completions from an FPGA fabric")]
+#[command(
+    name = "fabricd",
+    version,
+    about = "Serve completions from an FPGA fabric"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -65,7 +69,11 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Probe { root, catalog, json } => probe(&root, catalog, json),
+        Command::Probe {
+            root,
+            catalog,
+            json,
+        } => probe(&root, catalog, json),
         Command::Generate {
             root,
             catalog,
@@ -74,7 +82,15 @@ fn main() -> ExitCode {
             max_tokens,
             seed,
             temperature,
-        } => generate(&root, catalog, model, &prompt, max_tokens, seed, temperature),
+        } => generate(
+            &root,
+            catalog,
+            model,
+            &prompt,
+            max_tokens,
+            seed,
+            temperature,
+        ),
         #[cfg(feature = "sim")]
         Command::Sim(config) => return fabric_sim::run(config),
     };
@@ -102,13 +118,22 @@ fn probe(root: &std::path::Path, catalog: Option<PathBuf>, json: bool) -> anyhow
     }
     let s = &p.shell;
     println!("fabric under {}", root.base().display());
-    println!("  shell     v{}.{} at {}, node {}", s.version_major, s.version_minor, p.uio, p.topology.shell_node);
-    println!("  part      {}, interface id {:#010x}", p.topology.part, p.topology.interface_id);
+    println!(
+        "  shell     v{}.{} at {}, node {}",
+        s.version_major, s.version_minor, p.uio, p.topology.shell_node
+    );
+    println!(
+        "  part      {}, interface id {:#010x}",
+        p.topology.part, p.topology.interface_id
+    );
     println!(
         "  capacity  {} slots × {} lanes; prompts up to {} tokens, outputs up to {}",
         s.slots, s.lanes, s.max_prompt, s.max_output
     );
-    println!("  timing    prefill {} ns/token, decode {} ns/token", s.prefill_ns, s.decode_ns);
+    println!(
+        "  timing    prefill {} ns/token, decode {} ns/token",
+        s.prefill_ns, s.decode_ns
+    );
     for slot in &p.slots {
         let name = match (&catalog, slot.state) {
             (_, SlotState::Empty) => String::new(),
@@ -126,7 +151,10 @@ fn probe(root: &std::path::Path, catalog: Option<PathBuf>, json: bool) -> anyhow
             slot.loads,
             slot.active,
             if slot.quiesced { ", quiesced" } else { "" },
-            p.topology.regions.get(usize::from(slot.index)).map_or("?", String::as_str),
+            p.topology
+                .regions
+                .get(usize::from(slot.index))
+                .map_or("?", String::as_str),
         );
     }
     println!(
@@ -134,7 +162,11 @@ fn probe(root: &std::path::Path, catalog: Option<PathBuf>, json: bool) -> anyhow
         p.dma.name,
         p.dma.size / 1024,
         p.dma.phys_addr,
-        if p.dma.coherent { "coherent" } else { "non-coherent (cache maintenance on)" }
+        if p.dma.coherent {
+            "coherent"
+        } else {
+            "non-coherent (cache maintenance on)"
+        }
     );
     let c = &p.counters;
     println!(

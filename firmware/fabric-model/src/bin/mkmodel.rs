@@ -46,7 +46,10 @@ struct Args {
 }
 
 fn parse_hex(s: &str) -> Result<u32, String> {
-    let hex = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    let hex = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
     u32::from_str_radix(hex, 16).map_err(|e| format!("{s:?}: {e}"))
 }
 
@@ -78,7 +81,12 @@ fn main() -> ExitCode {
     pieces.sort_by(|a, b| a.0.cmp(b.0));
     let tokenizer = Tokenizer::new(pieces.iter().map(|(p, _)| p.as_bytes().to_vec()).collect());
     let encoded: Vec<Vec<u32>> = docs.iter().map(|d| tokenizer.encode(d)).collect();
-    let model = Model::train(&args.name, tokenizer.vocab_size(), &encoded, Pruning::default());
+    let model = Model::train(
+        &args.name,
+        tokenizer.vocab_size(),
+        &encoded,
+        Pruning::default(),
+    );
     let bit = image::build_bit(
         &model,
         &ImageSpec {
@@ -90,7 +98,10 @@ fn main() -> ExitCode {
             time: "00:00:00",
         },
     );
-    for (path, bytes) in [(&args.out, bit), (&args.tokenizer_out, tokenizer.to_bytes())] {
+    for (path, bytes) in [
+        (&args.out, bit),
+        (&args.tokenizer_out, tokenizer.to_bytes()),
+    ] {
         if let Err(e) = std::fs::write(path, &bytes) {
             eprintln!("mkmodel: writing {}: {e}", path.display());
             return ExitCode::FAILURE;

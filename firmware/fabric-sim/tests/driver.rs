@@ -1,0 +1,261 @@
+//! The shell driven through its interrupt: completions, streaming, cancel,
+//! lost interrupts, corrupted output, refusals.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{host, sim, wait_for};
+use fabric_hw::contract::*;
+use fabric_hw::shell::{Completion, Rings, Shell, Submission};
+use fabric_hw::uio::UioIrq;
+use fabric_sim::device::Faults;
+
+const PROMPT: [u32; 4] = [300, 301, 302, 303];
+
+fn sub(tag: u32, ctx: u16, max_tokens: u32, stream: bool) -> Submission<'static> {
+    Submission {
+        tag,
+        ctx,
+        prompt: &PROMPT,
+        max_tokens,
+        temperature: 0.8,
+        seed: 42,
+        stop_token: NO_STOP_TOKEN,
+        stream,
+    }
+}
+
+/// Waits for interrupts (with a bounded wait each) and drains until `tag`
+/// is done; returns every completion seen.
+async fn until_done(
+    irq: &mut UioIrq,
+    shell: &Shell,
+    rings: &mut Rings,
+    tag: u32,
+) -> Vec<Completion> {
+    let mut all = Vec::new();
+    loop {
+        tokio::time::timeout(Duration::from_secs(10), irq.wait())
+            .await
+            .expect("an interrupt within 10 s")
+            .expect("interrupt");
+        let mut out = Vec::new();
+        rings.drain(shell, &mut out).expect("drain");
+        irq.unmask().expect("unmask");
+        let done = out
+            .iter()
+            .any(|c| matches!(c, Completion::Done { tag: t, .. } if *t == tag));
+        all.extend(out);
+        if done {
+            return all;
+        }
+    }
+}
+
+fn tokens_of(all: &[Completion]) -> Vec<u32> {
+    all.iter()
+        .flat_map(|c| match c {
+            Completion::Tokens { tokens, .. } | Completion::Done { tokens, .. } => tokens.clone(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn streaming_and_whole_give_the_same_tokens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sim(dir.path(), |_| {});
+    let mut h = host(&sim);
+    let mut irq = h.shell.device().irq().expect("irq");
+    irq.unmask().expect("unmask");
+    h.rings
+        .submit(&h.shell, &[sub(1, 0, 12, false)])
+        .expect("submit");
+    let whole = until_done(&mut irq, &h.shell, &mut h.rings, 1).await;
+    h.rings
+        .submit(&h.shell, &[sub(2, 1, 12, true)])
+        .expect("submit");
+    let streamed = until_done(&mut irq, &h.shell, &mut h.rings, 2).await;
+    assert_eq!(tokens_of(&whole).len(), 12);
+    assert_eq!(tokens_of(&whole), tokens_of(&streamed));
+    let progress = streamed
+        .iter()
+        .filter(|c| matches!(c, Completion::Tokens { .. }))
+        .count();
+    assert!(progress >= 1, "streaming posts progress entries");
+    assert!(matches!(
+        whole.last(),
+        Some(Completion::Done {
+            intact: true,
+            finish: Finish::Length,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn a_cancel_frees_the_context_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Real time: 256 tokens would take half a second.
+    let sim = sim(dir.path(), |c| c.time_scale = 1.0);
+    let mut h = host(&sim);
+    let mut irq = h.shell.device().irq().expect("irq");
+    irq.unmask().expect("unmask");
+    h.rings
+        .submit(&h.shell, &[sub(5, 0, 256, false)])
+        .expect("submit");
+    wait_for("the request to start", Duration::from_secs(5), || {
+        h.shell.counters().active == 1
+    });
+    let start = std::time::Instant::now();
+    h.shell.cancel(0, 5);
+    let all = until_done(&mut irq, &h.shell, &mut h.rings, 5).await;
+    let Some(Completion::Done {
+        status, n_tokens, ..
+    }) = all.last()
+    else {
+        panic!("no done entry: {all:?}");
+    };
+    assert_eq!(*status, CqeStatus::Cancelled);
+    assert!(*n_tokens < 256);
+    assert!(
+        start.elapsed() < Duration::from_millis(250),
+        "cancel took {:?}",
+        start.elapsed()
+    );
+    let c = h.shell.counters();
+    assert_eq!((c.cancelled, c.active), (1, 0));
+    // The context takes new work right away.
+    h.rings
+        .submit(&h.shell, &[sub(6, 0, 2, false)])
+        .expect("context free again");
+}
+
+#[tokio::test]
+async fn a_lost_interrupt_is_recovered_by_draining_anyway() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sim(dir.path(), |_| {});
+    let mut h = host(&sim);
+    let mut irq = h.shell.device().irq().expect("irq");
+    irq.unmask().expect("unmask");
+    sim.inject(Faults {
+        lose_irq: 1,
+        ..Faults::default()
+    });
+    h.rings
+        .submit(&h.shell, &[sub(8, 0, 3, false)])
+        .expect("submit");
+    wait_for(
+        "the completion to be posted",
+        Duration::from_secs(5),
+        || REG_CQ_TAIL.get(h.shell.regs()) == 1,
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), irq.wait())
+            .await
+            .is_err(),
+        "the interrupt was injected as lost"
+    );
+    assert_eq!(sim.stats().irqs_lost, 1);
+    // What the daemon's watchdog does: drain without an interrupt, unmask.
+    let mut out = Vec::new();
+    h.rings.drain(&h.shell, &mut out).expect("drain");
+    irq.unmask().expect("unmask");
+    assert!(matches!(
+        out.as_slice(),
+        [Completion::Done {
+            tag: 8,
+            intact: true,
+            ..
+        }]
+    ));
+    // And interrupts flow again.
+    h.rings
+        .submit(&h.shell, &[sub(9, 0, 3, false)])
+        .expect("submit");
+    until_done(&mut irq, &h.shell, &mut h.rings, 9).await;
+}
+
+#[tokio::test]
+async fn corrupted_output_fails_its_crc() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sim(dir.path(), |_| {});
+    let mut h = host(&sim);
+    let mut irq = h.shell.device().irq().expect("irq");
+    irq.unmask().expect("unmask");
+    sim.inject(Faults {
+        corrupt: 1,
+        ..Faults::default()
+    });
+    h.rings
+        .submit(&h.shell, &[sub(4, 4, 6, false)])
+        .expect("submit");
+    let all = until_done(&mut irq, &h.shell, &mut h.rings, 4).await;
+    assert!(matches!(
+        all.last(),
+        Some(Completion::Done {
+            intact: false,
+            status: CqeStatus::Ok,
+            ..
+        })
+    ));
+    h.rings
+        .submit(&h.shell, &[sub(5, 4, 6, false)])
+        .expect("submit");
+    let all = until_done(&mut irq, &h.shell, &mut h.rings, 5).await;
+    assert!(
+        matches!(all.last(), Some(Completion::Done { intact: true, .. })),
+        "only one was corrupted"
+    );
+}
+
+#[tokio::test]
+async fn a_request_for_a_slot_that_is_not_ready_gets_a_typed_answer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sim(dir.path(), |c| c.load = vec!["0=kjv.bit".into()]);
+    let mut h = host(&sim);
+    let mut irq = h.shell.device().irq().expect("irq");
+    irq.unmask().expect("unmask");
+    // Slot 1 is empty: context 4 belongs to it.
+    h.rings
+        .submit(&h.shell, &[sub(11, 4, 3, false)])
+        .expect("submit");
+    let all = until_done(&mut irq, &h.shell, &mut h.rings, 11).await;
+    assert!(matches!(
+        all.last(),
+        Some(Completion::Done {
+            status: CqeStatus::SlotNotReady,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn the_driver_refuses_what_the_fabric_cannot_take() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sim(dir.path(), |_| {});
+    let mut h = host(&sim);
+    let long = vec![1u32; 5000];
+    let bad = Submission {
+        prompt: &long,
+        ..sub(1, 0, 3, false)
+    };
+    let err = h
+        .rings
+        .submit(&h.shell, &[bad])
+        .expect_err("prompt too long");
+    assert!(err.to_string().contains("prompt length"), "{err}");
+    let err = h
+        .rings
+        .submit(&h.shell, &[sub(2, 99, 3, false)])
+        .expect_err("no such context");
+    assert!(err.to_string().contains("ctx"), "{err}");
+    h.rings
+        .submit(&h.shell, &[sub(3, 0, 3, false)])
+        .expect("ok");
+    let err = h
+        .rings
+        .submit(&h.shell, &[sub(4, 0, 3, false)])
+        .expect_err("busy");
+    assert!(err.to_string().contains("still running tag 3"), "{err}");
+}
