@@ -77,6 +77,9 @@ pub struct SimConfig {
     /// How often the sequencer looks at the doorbells, in microseconds.
     #[arg(long, default_value_t = 50)]
     pub poll_us: u64,
+    /// Exit when the process that started us dies (`fabricd serve --sim`).
+    #[arg(long, hide = true)]
+    pub die_with_parent: bool,
     /// Report this shell version (MAJOR.MINOR), for testing refusals.
     #[arg(long, default_value = "1.0", hide = true)]
     pub shell_version: String,

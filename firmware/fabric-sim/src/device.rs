@@ -46,6 +46,8 @@ struct Slot {
     loads: u32,
     quiesce: bool,
     active: u32,
+    /// Registers need rewriting.
+    dirty: bool,
 }
 
 #[derive(Debug)]
@@ -124,6 +126,8 @@ pub struct Fabric {
     pending: VecDeque<Cqe>,
     event_seq: u32,
     counters: Counters,
+    /// What the counter registers hold, to skip rewriting them.
+    written_counters: Counters,
     pub irq: IrqLine,
     pub faults: Faults,
     pub stats: SimStats,
@@ -151,6 +155,7 @@ impl Fabric {
             pending: VecDeque::new(),
             event_seq: 0,
             counters: Counters::default(),
+            written_counters: Counters::default(),
             irq: IrqLine::default(),
             faults: Faults::default(),
             stats: SimStats::default(),
@@ -190,6 +195,7 @@ impl Fabric {
         self.pending.clear();
         self.event_seq = 0;
         self.counters = Counters::default();
+        self.written_counters = Counters::default();
         for c in self.ctxs.iter_mut() {
             *c = None;
         }
@@ -274,7 +280,11 @@ impl Fabric {
         self.bump_event();
     }
 
-    fn write_counters(&self) {
+    fn write_counters(&mut self) {
+        if self.counters == self.written_counters {
+            return;
+        }
+        self.written_counters = self.counters;
         let r = &self.regs;
         REG_CNT_SUBMITTED.device_write(r, self.counters.submitted);
         REG_CNT_COMPLETED.device_write(r, self.counters.completed);
@@ -391,6 +401,7 @@ impl Fabric {
             self.advance(now);
             self.post_pending();
         }
+        self.flush_slots();
         self.write_counters();
         self.ctxs
             .iter()
@@ -412,6 +423,7 @@ impl Fabric {
             }
             for s in self.slots.iter_mut() {
                 s.active = 0;
+                s.dirty = true;
             }
             self.pending.clear();
             self.counters.active = 0;
@@ -451,6 +463,7 @@ impl Fabric {
         }
         for s in self.slots.iter_mut() {
             s.active = 0;
+            s.dirty = true;
         }
         self.counters.active = 0;
         self.pending.clear();
@@ -466,8 +479,19 @@ impl Fabric {
         for s in 0..self.slots.len() {
             let regs = SlotRegs::of(s);
             let quiesce = regs.ctrl.read(self.r()).is_set(SLOT_CTRL::QUIESCE);
-            self.slots[s].quiesce = quiesce;
-            self.write_slot(s);
+            if self.slots[s].quiesce != quiesce {
+                self.slots[s].quiesce = quiesce;
+                self.slots[s].dirty = true;
+            }
+        }
+    }
+
+    /// Rewrites the registers of slots that changed.
+    fn flush_slots(&mut self) {
+        for s in 0..self.slots.len() {
+            if std::mem::take(&mut self.slots[s].dirty) {
+                self.write_slot(s);
+            }
         }
     }
 
@@ -590,6 +614,7 @@ impl Fabric {
             corrupt,
         });
         self.slots[slot].active += 1;
+        self.slots[slot].dirty = true;
         self.counters.submitted = self.counters.submitted.wrapping_add(1);
         self.counters.active += 1;
     }

@@ -72,6 +72,9 @@ pub enum SimError {
 pub(crate) struct Shared {
     pub fabric: Mutex<Fabric>,
     pub stop: AtomicBool,
+    /// Fast polls still to do: a sync for the device usually precedes a
+    /// doorbell by microseconds.
+    pub burst: std::sync::atomic::AtomicU32,
     pub sequencer: OnceLock<Thread>,
     pub paths: Paths,
     pub config: SimConfig,
@@ -143,6 +146,7 @@ impl Simulator {
         let shared = Arc::new(Shared {
             fabric: Mutex::new(fabric),
             stop: AtomicBool::new(false),
+            burst: std::sync::atomic::AtomicU32::new(0),
             sequencer: OnceLock::new(),
             paths: paths.clone(),
             config,
@@ -246,14 +250,39 @@ impl Drop for Simulator {
 
 fn sequencer(shared: &Shared) {
     set_timer_slack();
-    let poll = Duration::from_micros(shared.config.poll_us.max(1));
+    // The sequencer looks at the doorbells at least this often: every poll
+    // interval while work is about, backing off when the fabric is idle.
+    let hot = Duration::from_micros(shared.config.poll_us.max(1));
+    let warm = hot * 8;
+    let idle = hot * 40;
+    let mut last_busy = Instant::now();
     while !shared.stopping() {
-        let next = {
+        let now = Instant::now();
+        let (next, busy) = {
             let mut f = shared.lock();
-            let next = f.tick(Instant::now());
+            let next = f.tick(now);
             f.deliver_irq();
-            next
+            (next, next.is_some() || f.counters().active > 0)
         };
+        if busy {
+            last_busy = now;
+        }
+        let quiet = now.saturating_duration_since(last_busy);
+        let mut poll = if quiet < Duration::from_millis(100) {
+            hot
+        } else if quiet < Duration::from_secs(2) {
+            warm
+        } else {
+            idle
+        };
+        if shared
+            .burst
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| b.checked_sub(1))
+            .is_ok()
+        {
+            poll = Duration::from_micros(10);
+            last_busy = now;
+        }
         let wait = next
             .map(|n| n.saturating_duration_since(Instant::now()))
             .unwrap_or(poll)
@@ -282,6 +311,16 @@ pub fn run(config: SimConfig) -> std::process::ExitCode {
     if let Err(e) = signals.thread_block() {
         eprintln!("fabric-sim: blocking signals: {e}");
         return std::process::ExitCode::FAILURE;
+    }
+    if config.die_with_parent {
+        // SIGTERM when the parent dies, even by SIGKILL; and if it died
+        // before we asked, go now.
+        if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM) {
+            eprintln!("fabric-sim: prctl(PR_SET_PDEATHSIG): {e}");
+        }
+        if nix::unistd::getppid() == nix::unistd::Pid::from_raw(1) {
+            return std::process::ExitCode::SUCCESS;
+        }
     }
     let sim = match Simulator::start(config) {
         Ok(sim) => sim,

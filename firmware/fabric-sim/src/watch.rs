@@ -211,6 +211,10 @@ fn sync(shared: &Shared, path: &Path, for_device: bool) {
             return;
         }
         let ok = shared.lock().sync(command, for_device);
+        if for_device {
+            // A doorbell usually follows within microseconds.
+            shared.burst.store(20, std::sync::atomic::Ordering::Relaxed);
+        }
         shared.wake();
         if ok {
             let _ = fs::write(path, "0\n");

@@ -5,9 +5,26 @@
 //! - [`fabric`]: attaching to the fabric and the driver task that owns the
 //!   rings.
 //! - [`lock`]: one process drives the fabric at a time.
+//! - [`config`]: the TOML configuration and its flags.
+//! - [`api`]: the OpenAI completions request and response shapes.
+//! - [`outcome`]: every typed outcome, and the one place they become HTTP.
+//! - [`scheduler`]: the bounded, fair queue with deadlines and cancels.
+//! - [`server`]: connections, routes, handlers, event streams.
+//! - [`text`]: tokens to text: UTF-8 and stop sequences.
+//! - [`metrics`]: Prometheus counters and histograms.
+//! - [`serve`]: wiring it together, and shutdown.
 
 #![forbid(unsafe_code)]
 
+pub mod api;
+pub mod body;
 pub mod catalog;
+pub mod config;
 pub mod fabric;
 pub mod lock;
+pub mod metrics;
+pub mod outcome;
+pub mod scheduler;
+pub mod serve;
+pub mod server;
+pub mod text;

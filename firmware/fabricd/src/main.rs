@@ -59,10 +59,40 @@ enum Command {
         #[arg(long, default_value_t = 1.0)]
         temperature: f32,
     },
+    /// Serve completions over HTTP.
+    Serve(ServeArgs),
     /// Run the simulated fabric (the same program as `fabric-sim`).
     #[cfg(feature = "sim")]
     #[command(hide = true)]
     Sim(fabric_sim::SimConfig),
+}
+
+#[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// A TOML configuration file (flags override it).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 0.0.0.0:8080].
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// Root of the board's file system [default: /].
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// Start the simulated fabric in a temporary root and serve from it.
+    #[arg(long)]
+    sim: bool,
+    /// Requests admitted at once (waiting or running) [default: 2048].
+    #[arg(long)]
+    queue_capacity: Option<usize>,
+    /// Open connections at once [default: 16384].
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// The model catalog [default: <root>/lib/firmware/fabricd; with --sim, ./bitstreams].
+    #[arg(long)]
+    catalog: Option<PathBuf>,
+    /// The simulator's time scale (with --sim).
+    #[arg(long)]
+    time_scale: Option<f64>,
 }
 
 fn main() -> ExitCode {
@@ -91,6 +121,7 @@ fn main() -> ExitCode {
             seed,
             temperature,
         ),
+        Command::Serve(args) => serve(args),
         #[cfg(feature = "sim")]
         Command::Sim(config) => return fabric_sim::run(config),
     };
@@ -274,5 +305,67 @@ fn generate(
             start.elapsed().as_secs_f64() * 1e3
         );
         Ok(())
+    })
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    use fabricd::config::Config;
+    let mut config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if let Some(v) = args.listen {
+        config.listen = v;
+    }
+    if let Some(v) = args.root {
+        config.root = v;
+    }
+    if let Some(v) = args.queue_capacity {
+        config.queue_capacity = v;
+    }
+    if let Some(v) = args.max_connections {
+        config.max_connections = v;
+    }
+    if let Some(v) = args.catalog {
+        config.catalog = Some(v);
+    }
+    if let Some(v) = args.time_scale {
+        config.sim.time_scale = v;
+    }
+    config.validate()?;
+    #[cfg(feature = "sim")]
+    let _sim = if args.sim {
+        let src = match config.catalog.take() {
+            Some(c) => c,
+            None => fabricd::serve::default_sim_catalog().context(
+                "no catalog for the simulator: run from the repository or pass --catalog DIR",
+            )?,
+        };
+        let sim = fabricd::serve::start_sim(&config, &src)?;
+        config.root = sim.root.clone();
+        Some(sim)
+    } else {
+        None
+    };
+    #[cfg(not(feature = "sim"))]
+    if args.sim {
+        bail!("this fabricd was built without the simulator (feature \"sim\")");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("listening on {}", config.listen))?;
+        log::info!("serve: listening on http://{}", listener.local_addr()?);
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            fabricd::serve::signalled().await;
+            stop.cancel();
+        });
+        fabricd::serve::run(config, listener, shutdown).await
     })
 }

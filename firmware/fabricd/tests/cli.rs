@@ -1,3 +1,5 @@
+#![cfg(feature = "sim")]
+
 //! `fabricd probe` and `fabricd generate` against the simulator running in
 //! its own process, as on a board where the fabric outlives the daemon.
 
@@ -211,4 +213,192 @@ fn only_one_process_drives_the_fabric() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// `fabricd serve --sim` as a child process, on an ephemeral port.
+struct ServeProcess {
+    child: Child,
+    addr: std::net::SocketAddr,
+    sim_root: PathBuf,
+}
+
+impl ServeProcess {
+    fn start(extra: &[&str]) -> ServeProcess {
+        use std::io::BufRead;
+        let mut child = fabricd()
+            .env("RUST_LOG", "info")
+            .args(["serve", "--sim", "--listen", "127.0.0.1:0", "--catalog"])
+            .arg(bitstreams())
+            .args(extra)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn fabricd serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Some(root) = line.split("simulated fabric at ").nth(1) {
+                    let _ = tx.send(root.split(" with ").next().unwrap_or("").to_owned());
+                }
+                if let Some(addr) = line.split("listening on http://").nth(1) {
+                    let _ = tx.send(addr.trim().to_owned());
+                }
+            }
+        });
+        let sim_root = PathBuf::from(
+            rx.recv_timeout(Duration::from_secs(30))
+                .expect("fabricd serve names the simulator's root"),
+        );
+        let addr = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("fabricd serve said where it listens")
+            .parse()
+            .expect("an address");
+        let p = ServeProcess {
+            child,
+            addr,
+            sim_root,
+        };
+        let start = Instant::now();
+        while http(
+            p.addr,
+            "GET /readyz HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n",
+        )
+        .0 != 200
+        {
+            assert!(start.elapsed() < Duration::from_secs(20), "not ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        p
+    }
+
+    fn term(&self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        // SIGKILL on purpose: the simulator must not outlive us either way.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw HTTP/1.1 exchange: status and body.
+fn http(addr: std::net::SocketAddr, request: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return (0, String::new());
+    };
+    let _ = s.write_all(request.as_bytes());
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn completion(addr: std::net::SocketAddr, body: &str) -> (u16, String) {
+    http(
+        addr,
+        &format!(
+            "POST /v1/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+#[test]
+fn the_openai_python_client_completes_and_streams() {
+    let serve = ServeProcess::start(&["--time-scale", "0.05"]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/openai_client.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(format!("http://{}/v1", serve.addr))
+        .output()
+        .expect("python3 runs (CI installs it and the openai package)");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v["text"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
+    assert_eq!(v["text"], v["streamed"], "streaming gives the same text");
+    assert_eq!(v["usage"][0], 3);
+    assert_eq!(v["models"], serde_json::json!(["fortunes", "kjv"]));
+    assert_eq!(v["unknown_model"], "model_not_found");
+    assert_eq!(v["bad_max_tokens"], "max_tokens");
+}
+
+#[test]
+fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
+    let mut serve = ServeProcess::start(&[]);
+    let addr = serve.addr;
+    // 200 tokens at real speed: 380 ms.
+    let inflight = std::thread::spawn(move || {
+        completion(
+            addr,
+            r#"{"model":"kjv","prompt":"x","max_tokens":200,"ignore_eos":true}"#,
+        )
+    });
+    let start = Instant::now();
+    loop {
+        let (_, m) = http(
+            addr,
+            "GET /metrics HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n",
+        );
+        if m.contains("fabricd_in_flight 1") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the request never started"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    serve.term();
+    let (status, body) = inflight.join().expect("join");
+    assert_eq!(status, 200, "{body}");
+    let start = Instant::now();
+    let code = loop {
+        if let Some(status) = serve.child.try_wait().expect("wait") {
+            break status.code();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "fabricd did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn killing_serve_takes_the_simulator_with_it() {
+    let serve = ServeProcess::start(&["--time-scale", "0.05"]);
+    let pid: i32 = std::fs::read_to_string(serve.sim_root.join("sim/ready"))
+        .expect("the simulator's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let alive = |pid: i32| {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+    };
+    assert!(alive(pid));
+    drop(serve); // SIGKILL
+    let start = Instant::now();
+    while alive(pid) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the simulator outlived fabricd"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -1,0 +1,433 @@
+//! The HTTP API's request and response shapes (OpenAI completions).
+//!
+//! A request body becomes a [`CompletionRequest`] here, or a 400 that names
+//! the field. Fields of the OpenAI API that the fabric cannot honour (`n`,
+//! `best_of`, `logprobs`, `echo`, `suffix`, penalties, `logit_bias`) are
+//! refused when set to anything but their neutral value, rather than
+//! silently ignored. Unknown fields are ignored, as clients send extras.
+
+use serde_json::{json, Map, Value};
+
+use crate::outcome::Outcome;
+
+/// Most stop sequences per request (as the OpenAI API).
+pub const MAX_STOPS: usize = 4;
+/// Longest stop sequence, in bytes.
+pub const MAX_STOP_LEN: usize = 256;
+
+/// A completion request, checked for shape (not yet against the model).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionRequest {
+    pub model: String,
+    pub prompt: String,
+    pub max_tokens: Option<u32>,
+    pub temperature: f32,
+    pub seed: Option<u64>,
+    pub stop: Vec<String>,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub user: Option<String>,
+    pub deadline_ms: Option<u64>,
+    /// Keep generating past the end-of-text token (an extension, as in
+    /// vLLM): fixed-length outputs, for benchmarks.
+    pub ignore_eos: bool,
+}
+
+fn bad(param: &'static str, message: impl Into<String>) -> Outcome {
+    Outcome::invalid(param, message)
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn get<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    obj.get(key).filter(|v| !v.is_null())
+}
+
+fn string(obj: &Map<String, Value>, key: &'static str) -> Result<Option<String>, Outcome> {
+    match get(obj, key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(bad(key, format!("{key} must be a string, not {}", kind(v)))),
+    }
+}
+
+fn uint(obj: &Map<String, Value>, key: &'static str) -> Result<Option<u64>, Outcome> {
+    match get(obj, key) {
+        None => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            bad(
+                key,
+                format!("{key} must be a non-negative integer, not {v}"),
+            )
+        }),
+    }
+}
+
+fn float(obj: &Map<String, Value>, key: &'static str) -> Result<Option<f64>, Outcome> {
+    match get(obj, key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| bad(key, format!("{key} must be a number, not {}", kind(v)))),
+    }
+}
+
+fn boolean(obj: &Map<String, Value>, key: &'static str) -> Result<Option<bool>, Outcome> {
+    match get(obj, key) {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(v) => Err(bad(
+            key,
+            format!("{key} must be a boolean, not {}", kind(v)),
+        )),
+    }
+}
+
+/// Parses and checks a `POST /v1/completions` body.
+pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest, Outcome> {
+    let text = std::str::from_utf8(body).map_err(|e| Outcome::Invalid {
+        param: None,
+        code: "invalid_utf8",
+        message: format!(
+            "the request body is not valid UTF-8 (at byte {})",
+            e.valid_up_to()
+        ),
+    })?;
+    let value: Value = serde_json::from_str(text).map_err(|e| Outcome::Invalid {
+        param: None,
+        code: "invalid_json",
+        message: format!("the request body is not valid JSON: {e}"),
+    })?;
+    let Value::Object(obj) = value else {
+        return Err(Outcome::Invalid {
+            param: None,
+            code: "invalid_json",
+            message: format!(
+                "the request body must be a JSON object, not {}",
+                kind(&value)
+            ),
+        });
+    };
+    let model = string(&obj, "model")?.ok_or_else(|| Outcome::Invalid {
+        param: Some("model"),
+        code: "missing_required_parameter",
+        message: "model is required".into(),
+    })?;
+    let prompt = match get(&obj, "prompt") {
+        None => {
+            return Err(Outcome::Invalid {
+                param: Some("prompt"),
+                code: "missing_required_parameter",
+                message: "prompt is required".into(),
+            })
+        }
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) => match items.as_slice() {
+            [Value::String(s)] => s.clone(),
+            [] => return Err(bad("prompt", "prompt is an empty list")),
+            [_] => {
+                return Err(bad(
+                    "prompt",
+                    "prompt must be a string (token-id prompts are not supported)",
+                ))
+            }
+            _ => return Err(bad("prompt", "only one prompt per request is supported")),
+        },
+        Some(v) => {
+            return Err(bad(
+                "prompt",
+                format!("prompt must be a string, not {}", kind(v)),
+            ))
+        }
+    };
+    if prompt.is_empty() {
+        return Err(bad("prompt", "prompt is empty"));
+    }
+    let max_tokens = uint(&obj, "max_tokens")?
+        .map(|n| {
+            u32::try_from(n).map_err(|_| {
+                bad(
+                    "max_tokens",
+                    format!("max_tokens {n} is far beyond the fabric's limit"),
+                )
+            })
+        })
+        .transpose()?;
+    if max_tokens == Some(0) {
+        return Err(bad("max_tokens", "max_tokens must be at least 1"));
+    }
+    let temperature = float(&obj, "temperature")?.unwrap_or(1.0);
+    if !(0.0..=2.0).contains(&temperature) {
+        return Err(bad(
+            "temperature",
+            format!("temperature {temperature} is outside 0..=2"),
+        ));
+    }
+    let seed = match get(&obj, "seed") {
+        None => None,
+        Some(v) => Some(
+            v.as_u64()
+                .or_else(|| v.as_i64().map(|i| i as u64))
+                .ok_or_else(|| bad("seed", format!("seed must be an integer, not {v}")))?,
+        ),
+    };
+    let stop = match get(&obj, "stop") {
+        None => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| match i {
+                Value::String(s) => Ok(s.clone()),
+                v => Err(bad(
+                    "stop",
+                    format!("stop sequences must be strings, not {}", kind(v)),
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(v) => {
+            return Err(bad(
+                "stop",
+                format!(
+                    "stop must be a string or a list of strings, not {}",
+                    kind(v)
+                ),
+            ))
+        }
+    };
+    if stop.len() > MAX_STOPS {
+        return Err(bad(
+            "stop",
+            format!("at most {MAX_STOPS} stop sequences, got {}", stop.len()),
+        ));
+    }
+    if let Some(s) = stop.iter().find(|s| s.len() > MAX_STOP_LEN) {
+        return Err(bad(
+            "stop",
+            format!(
+                "a stop sequence of {} bytes is longer than {MAX_STOP_LEN}",
+                s.len()
+            ),
+        ));
+    }
+    let stream = boolean(&obj, "stream")?.unwrap_or(false);
+    let include_usage = match get(&obj, "stream_options") {
+        None => false,
+        Some(Value::Object(o)) => boolean(o, "include_usage")?.unwrap_or(false),
+        Some(v) => {
+            return Err(bad(
+                "stream_options",
+                format!("stream_options must be an object, not {}", kind(v)),
+            ))
+        }
+    };
+    for (key, neutral) in [
+        ("n", 1.0),
+        ("best_of", 1.0),
+        ("top_p", 1.0),
+        ("presence_penalty", 0.0),
+        ("frequency_penalty", 0.0),
+    ] {
+        if let Some(v) = float(&obj, key_static(key))? {
+            if v != neutral {
+                return Err(bad(
+                    key_static(key),
+                    format!("{key} = {v} is not supported by the fabric (only {neutral})"),
+                ));
+            }
+        }
+    }
+    if boolean(&obj, "echo")? == Some(true) {
+        return Err(bad("echo", "echo is not supported"));
+    }
+    if get(&obj, "logprobs").is_some() {
+        return Err(bad("logprobs", "logprobs are not supported"));
+    }
+    if string(&obj, "suffix")?.is_some_and(|s| !s.is_empty()) {
+        return Err(bad("suffix", "suffix is not supported"));
+    }
+    if get(&obj, "logit_bias").is_some_and(|v| v.as_object().is_none_or(|o| !o.is_empty())) {
+        return Err(bad("logit_bias", "logit_bias is not supported"));
+    }
+    let user = string(&obj, "user")?;
+    let deadline_ms = uint(&obj, "deadline_ms")?;
+    if deadline_ms == Some(0) {
+        return Err(bad("deadline_ms", "deadline_ms must be at least 1"));
+    }
+    let ignore_eos = boolean(&obj, "ignore_eos")?.unwrap_or(false);
+    Ok(CompletionRequest {
+        ignore_eos,
+        model,
+        prompt,
+        max_tokens,
+        temperature: temperature as f32,
+        seed,
+        stop,
+        stream,
+        include_usage,
+        user,
+        deadline_ms,
+    })
+}
+
+fn key_static(key: &str) -> &'static str {
+    match key {
+        "n" => "n",
+        "best_of" => "best_of",
+        "top_p" => "top_p",
+        "presence_penalty" => "presence_penalty",
+        _ => "frequency_penalty",
+    }
+}
+
+/// `finish_reason` as the API spells it.
+pub fn finish_reason(stopped: bool, length: bool) -> &'static str {
+    if length && !stopped {
+        "length"
+    } else {
+        "stop"
+    }
+}
+
+/// The body of a finished, non-streamed completion.
+#[allow(clippy::too_many_arguments)]
+pub fn completion_body(
+    id: &str,
+    created: u64,
+    model: &str,
+    text: &str,
+    finish: &str,
+    prompt_tokens: usize,
+    completion_tokens: usize,
+    fabric: Value,
+) -> Value {
+    json!({
+        "id": id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [{"text": text, "index": 0, "logprobs": null, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+        "fabric": fabric,
+    })
+}
+
+/// One event of a streamed completion.
+pub fn chunk_body(id: &str, created: u64, model: &str, text: &str, finish: Option<&str>) -> Value {
+    json!({
+        "id": id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [{"text": text, "index": 0, "logprobs": null, "finish_reason": finish}],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(body: &str) -> Outcome {
+        parse_completion(body.as_bytes()).expect_err(body)
+    }
+
+    fn param(o: &Outcome) -> Option<&'static str> {
+        match o {
+            Outcome::Invalid { param, .. } => *param,
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_plain_request_parses() {
+        let r = parse_completion(br#"{"model":"kjv","prompt":"In the","max_tokens":8,"seed":3,"stop":["\n"],"stream":true,"stream_options":{"include_usage":true}}"#)
+            .expect("valid");
+        assert_eq!(r.model, "kjv");
+        assert_eq!(r.max_tokens, Some(8));
+        assert_eq!(r.seed, Some(3));
+        assert!(r.stream && r.include_usage);
+        assert_eq!(r.stop, vec!["\n".to_string()]);
+        let r = parse_completion(br#"{"model":"kjv","prompt":["x"],"unknown":1}"#).expect("valid");
+        assert_eq!((r.prompt.as_str(), r.temperature), ("x", 1.0));
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        for (body, field) in [
+            (r#"{"prompt":"x"}"#, "model"),
+            (r#"{"model":"kjv"}"#, "prompt"),
+            (r#"{"model":"kjv","prompt":""}"#, "prompt"),
+            (r#"{"model":"kjv","prompt":["a","b"]}"#, "prompt"),
+            (
+                r#"{"model":"kjv","prompt":"x","max_tokens":0}"#,
+                "max_tokens",
+            ),
+            (
+                r#"{"model":"kjv","prompt":"x","max_tokens":-3}"#,
+                "max_tokens",
+            ),
+            (
+                r#"{"model":"kjv","prompt":"x","max_tokens":1.5}"#,
+                "max_tokens",
+            ),
+            (
+                r#"{"model":"kjv","prompt":"x","temperature":9}"#,
+                "temperature",
+            ),
+            (r#"{"model":"kjv","prompt":"x","stop":[1]}"#, "stop"),
+            (
+                r#"{"model":"kjv","prompt":"x","stop":["a","b","c","d","e"]}"#,
+                "stop",
+            ),
+            (r#"{"model":"kjv","prompt":"x","stream":"yes"}"#, "stream"),
+            (r#"{"model":"kjv","prompt":"x","n":2}"#, "n"),
+            (r#"{"model":"kjv","prompt":"x","logprobs":2}"#, "logprobs"),
+            (
+                r#"{"model":"kjv","prompt":"x","deadline_ms":0}"#,
+                "deadline_ms",
+            ),
+            (r#"{"model":7,"prompt":"x"}"#, "model"),
+        ] {
+            assert_eq!(param(&err(body)), Some(field), "{body}");
+        }
+    }
+
+    #[test]
+    fn malformed_bodies_are_typed() {
+        assert!(matches!(
+            err("{not json"),
+            Outcome::Invalid {
+                code: "invalid_json",
+                ..
+            }
+        ));
+        assert!(matches!(
+            err("[1,2]"),
+            Outcome::Invalid {
+                code: "invalid_json",
+                ..
+            }
+        ));
+        let bytes = b"{\"model\":\"\xff\"}";
+        assert!(matches!(
+            parse_completion(bytes),
+            Err(Outcome::Invalid {
+                code: "invalid_utf8",
+                ..
+            })
+        ));
+    }
+}

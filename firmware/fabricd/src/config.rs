@@ -1,0 +1,240 @@
+//! The daemon's configuration: a TOML file, overridden by flags.
+//!
+//! Every key is optional; the defaults suit a board. `fabricd serve --help`
+//! lists the flags; `docs/config.example.toml` lists every key.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {reason}")]
+    Parse { path: PathBuf, reason: String },
+    #[error("{key}: {reason}")]
+    Invalid { key: &'static str, reason: String },
+}
+
+/// The configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where to listen for HTTP.
+    pub listen: SocketAddr,
+    /// Root of the board's file system.
+    pub root: PathBuf,
+    /// The model catalog (default `<root>/lib/firmware/fabricd`).
+    pub catalog: Option<PathBuf>,
+    /// Where configfs is mounted.
+    pub configfs: String,
+    /// Requests admitted at once, waiting or running; the rest are
+    /// answered `overloaded`.
+    pub queue_capacity: usize,
+    /// Open connections at once; the rest are answered `overloaded`.
+    pub max_connections: usize,
+    /// A request's deadline when it names none.
+    pub default_deadline_ms: u64,
+    /// The longest deadline a request may ask for.
+    pub max_deadline_ms: u64,
+    /// `max_tokens` when a request names none.
+    pub default_max_tokens: u32,
+    /// Largest request body.
+    pub body_limit: usize,
+    /// Time allowed for a request's header (slowloris) and for an idle
+    /// keep-alive connection's next request.
+    pub header_read_timeout_ms: u64,
+    /// Time allowed for a request's body.
+    pub body_read_timeout_ms: u64,
+    /// How long a connection that never sends anything is kept.
+    pub idle_timeout_ms: u64,
+    /// How long shutdown waits for in-flight requests.
+    pub shutdown_grace_ms: u64,
+    /// Take the client's address from `X-Forwarded-For` (behind a trusted
+    /// proxy only).
+    pub trust_forwarded_for: bool,
+    /// The control socket.
+    pub socket: PathBuf,
+    /// Where stats are kept.
+    pub data_dir: PathBuf,
+    /// Length of a stats window, e.g. "30m", "10s".
+    pub stats_window: String,
+    /// The simulator, for `--sim`.
+    pub sim: SimSettings,
+}
+
+/// Settings of the simulator that `--sim` starts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimSettings {
+    pub time_scale: f64,
+    pub slots: u8,
+    pub lanes: u8,
+    /// Models to boot the slots with, in slot order (default: the catalog's
+    /// first models).
+    pub boot: Vec<String>,
+    pub extra_args: Vec<String>,
+}
+
+impl Default for SimSettings {
+    fn default() -> Self {
+        SimSettings {
+            time_scale: 1.0,
+            slots: 2,
+            lanes: 4,
+            boot: Vec::new(),
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            root: PathBuf::from("/"),
+            catalog: None,
+            configfs: "/sys/kernel/config".into(),
+            queue_capacity: 2048,
+            max_connections: 16_384,
+            default_deadline_ms: 30_000,
+            max_deadline_ms: 600_000,
+            default_max_tokens: 16,
+            body_limit: 1 << 20,
+            header_read_timeout_ms: 30_000,
+            body_read_timeout_ms: 10_000,
+            idle_timeout_ms: 300_000,
+            shutdown_grace_ms: 10_000,
+            trust_forwarded_for: false,
+            socket: PathBuf::from("/run/fabricd.sock"),
+            data_dir: PathBuf::from("/data/fabricd"),
+            stats_window: "30m".into(),
+            sim: SimSettings::default(),
+        }
+    }
+}
+
+/// Parses "30m", "10s", "1h", "250ms" or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let t = text.trim();
+    let (num, unit) = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map_or((t, "s"), |i| (&t[..i], &t[i..]));
+    let n: f64 = num.parse().ok()?;
+    let secs = match unit.trim() {
+        "ms" => n / 1000.0,
+        "s" | "" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+impl Config {
+    /// Reads a TOML file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Checks values that no type can.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, reason: &str| ConfigError::Invalid {
+            key,
+            reason: reason.to_owned(),
+        };
+        if self.queue_capacity == 0 {
+            return Err(invalid("queue_capacity", "must be at least 1"));
+        }
+        if self.max_connections == 0 {
+            return Err(invalid("max_connections", "must be at least 1"));
+        }
+        if self.default_deadline_ms == 0 || self.default_deadline_ms > self.max_deadline_ms {
+            return Err(invalid(
+                "default_deadline_ms",
+                "must be between 1 and max_deadline_ms",
+            ));
+        }
+        if self.default_max_tokens == 0 {
+            return Err(invalid("default_max_tokens", "must be at least 1"));
+        }
+        if parse_duration(&self.stats_window).is_none() {
+            return Err(invalid(
+                "stats_window",
+                "must be a duration such as 30m, 10s or 1h",
+            ));
+        }
+        if !(0.0..=1000.0).contains(&self.sim.time_scale) {
+            return Err(invalid("sim.time_scale", "must be in 0..=1000"));
+        }
+        Ok(())
+    }
+
+    /// The catalog directory.
+    pub fn catalog_dir(&self) -> PathBuf {
+        self.catalog
+            .clone()
+            .unwrap_or_else(|| fabric_hw::Root::new(&self.root).our_firmware_dir())
+    }
+
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_read_timeout_ms)
+    }
+    pub fn body_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_read_timeout_ms)
+    }
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms)
+    }
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30m"), Some(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("soon"), None);
+        assert_eq!(parse_duration("0s"), None);
+    }
+
+    #[test]
+    fn a_file_overrides_defaults_and_typos_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("fabricd.toml");
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:9000\"\nqueue_capacity = 64\n[sim]\ntime_scale = 0.5\n",
+        )
+        .expect("write");
+        let c = Config::load(&path).expect("load");
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.queue_capacity, 64);
+        assert_eq!(c.sim.time_scale, 0.5);
+        assert_eq!(c.default_max_tokens, 16);
+        std::fs::write(&path, "queue_capacty = 64\n").expect("write");
+        let err = Config::load(&path).expect_err("typo");
+        assert!(err.to_string().contains("queue_capacty"), "{err}");
+    }
+}

@@ -1,0 +1,255 @@
+//! Prometheus metrics: counters and histograms kept in atomics, rendered as
+//! text on `GET /metrics`.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::scheduler::SlotView;
+
+/// Every outcome label, in a fixed order. `ok` is a completion; `cancelled`
+/// is a client that went away first.
+pub const OUTCOMES: [&str; 10] = [
+    "ok",
+    "cancelled",
+    "overloaded",
+    "deadline_exceeded",
+    "invalid_request",
+    "model_not_found",
+    "model_loading",
+    "model_not_loaded",
+    "fabric_error",
+    "shutting_down",
+];
+
+const BUCKETS: [f64; 14] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// A latency histogram.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        for (b, le) in self.buckets.iter().zip(BUCKETS) {
+            if secs <= le {
+                b.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_us
+            .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (b, le) in self.buckets.iter().zip(BUCKETS) {
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{le=\"{le}\"}} {}",
+                b.load(Ordering::Relaxed)
+            );
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(
+            out,
+            "{name}_sum {}",
+            self.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "{name}_count {count}");
+    }
+}
+
+/// The daemon's metrics.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    outcomes: [AtomicU64; OUTCOMES.len()],
+    pub latency: Histogram,
+    pub queue_wait: Histogram,
+    pub fabric_time: Histogram,
+    pub tokens_in: AtomicU64,
+    pub tokens_out: AtomicU64,
+    pub connections_open: AtomicI64,
+    pub connections_total: AtomicU64,
+    pub connections_refused: AtomicU64,
+}
+
+impl Metrics {
+    /// Counts one request's outcome.
+    pub fn outcome(&self, label: &str) {
+        if let Some(i) = OUTCOMES.iter().position(|o| *o == label) {
+            self.outcomes[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Requests that ended with `label`.
+    pub fn count(&self, label: &str) -> u64 {
+        OUTCOMES
+            .iter()
+            .position(|o| *o == label)
+            .map_or(0, |i| self.outcomes[i].load(Ordering::Relaxed))
+    }
+
+    /// The Prometheus text.
+    pub fn render(
+        &self,
+        queued: usize,
+        in_flight: usize,
+        slots: &[SlotView],
+        shell: Option<fabric_hw::shell::Counters>,
+    ) -> String {
+        let mut out = String::with_capacity(4096);
+        let gauge = |out: &mut String, name: &str, help: &str, v: f64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        };
+        gauge(
+            &mut out,
+            "fabricd_queue_depth",
+            "Requests waiting for a decode context.",
+            queued as f64,
+        );
+        gauge(
+            &mut out,
+            "fabricd_in_flight",
+            "Requests on the fabric.",
+            in_flight as f64,
+        );
+        gauge(
+            &mut out,
+            "fabricd_connections_open",
+            "Open client connections.",
+            self.connections_open.load(Ordering::Relaxed) as f64,
+        );
+        let _ = writeln!(out, "# HELP fabricd_requests_total Requests by outcome.\n# TYPE fabricd_requests_total counter");
+        for (label, c) in OUTCOMES.iter().zip(&self.outcomes) {
+            let _ = writeln!(
+                out,
+                "fabricd_requests_total{{outcome=\"{label}\"}} {}",
+                c.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP fabricd_tokens_total Tokens by direction.\n# TYPE fabricd_tokens_total counter"
+        );
+        let _ = writeln!(
+            out,
+            "fabricd_tokens_total{{direction=\"in\"}} {}",
+            self.tokens_in.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "fabricd_tokens_total{{direction=\"out\"}} {}",
+            self.tokens_out.load(Ordering::Relaxed)
+        );
+        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        };
+        counter(
+            &mut out,
+            "fabricd_connections_total",
+            "Connections accepted.",
+            self.connections_total.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "fabricd_connections_refused_total",
+            "Connections over the cap, answered overloaded.",
+            self.connections_refused.load(Ordering::Relaxed),
+        );
+        self.latency.render(
+            &mut out,
+            "fabricd_request_duration_seconds",
+            "Time from request to last byte, completions only.",
+        );
+        self.queue_wait.render(
+            &mut out,
+            "fabricd_queue_wait_seconds",
+            "Time from admission to the fabric.",
+        );
+        self.fabric_time.render(
+            &mut out,
+            "fabricd_fabric_time_seconds",
+            "Time on the fabric, as the shell measured it.",
+        );
+        let _ = writeln!(
+            out,
+            "# HELP fabricd_slot_state Slot state (0 empty, 1 loading, 2 ready, 3 error), by model.\n# TYPE fabricd_slot_state gauge"
+        );
+        for s in slots {
+            let _ = writeln!(
+                out,
+                "fabricd_slot_state{{slot=\"{}\",model=\"{}\"}} {}",
+                s.index,
+                s.model.as_deref().unwrap_or(""),
+                s.state.encode() & 0xF
+            );
+        }
+        let loading = slots
+            .iter()
+            .filter(|s| s.state == fabric_hw::contract::SlotState::Loading)
+            .count();
+        gauge(
+            &mut out,
+            "fabricd_reconfiguring",
+            "Slots being reconfigured now.",
+            loading as f64,
+        );
+        if let Some(c) = shell {
+            counter(
+                &mut out,
+                "fabricd_shell_completed_total",
+                "Requests the shell completed.",
+                c.completed.into(),
+            );
+            counter(
+                &mut out,
+                "fabricd_shell_cancelled_total",
+                "Requests the shell cancelled.",
+                c.cancelled.into(),
+            );
+            counter(
+                &mut out,
+                "fabricd_shell_errors_total",
+                "Descriptors the shell refused or faulted.",
+                c.errors.into(),
+            );
+            gauge(
+                &mut out,
+                "fabricd_shell_active",
+                "Contexts decoding now, per the shell.",
+                c.active.into(),
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prometheus_text() {
+        let m = Metrics::default();
+        m.outcome("ok");
+        m.outcome("overloaded");
+        m.latency.observe(Duration::from_millis(20));
+        let text = m.render(3, 4, &[], None);
+        assert!(text.contains("fabricd_requests_total{outcome=\"ok\"} 1"));
+        assert!(text.contains("fabricd_queue_depth 3"));
+        assert!(text.contains("fabricd_request_duration_seconds_bucket{le=\"0.025\"} 1"));
+        assert!(text.contains("fabricd_request_duration_seconds_bucket{le=\"0.01\"} 0"));
+        assert_eq!(m.count("overloaded"), 1);
+    }
+}

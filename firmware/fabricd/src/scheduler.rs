@@ -1,0 +1,911 @@
+//! Scheduling: a bounded queue, fair across clients, with deadlines and
+//! cancellation.
+//!
+//! [`State`] is plain data and is tested without tokio; [`run`] is the one
+//! task that owns it, reached through bounded channels. Nothing here knows
+//! HTTP: requests arrive as [`Admission`]s and leave through their own event
+//! channel.
+//!
+//! # Rules
+//! - Admission is decided before anything is queued: the HTTP layer holds a
+//!   permit of a semaphore sized to the queue capacity (queued + running),
+//!   taken without waiting; no permit, no queueing (`overloaded`).
+//! - Per model, clients take turns (round-robin over clients with waiting
+//!   requests); one client's requests run in arrival order.
+//! - A free decode context of a slot that holds a ready model takes the
+//!   next request for that model.
+//! - Every request has a deadline. A queued request past it is answered
+//!   `deadline_exceeded` and dropped; a running one is answered and
+//!   cancelled on the fabric, which frees its context.
+//! - A cancel (the client went away, or a stop sequence matched) removes a
+//!   queued request, or cancels a running one on the fabric at once.
+//! - A request the fabric bounced because its slot was not ready goes back
+//!   to the head of its client's queue: nothing accepted is lost.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use fabric_hw::contract::{CqeStatus, Finish, SlotState};
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+
+use crate::fabric::{Done, DriverCmd, DriverEvent, Job};
+use crate::outcome::Outcome;
+
+/// A request's id, unique for the daemon's life.
+pub type ReqId = u64;
+
+/// A validated request the HTTP layer hands over.
+#[derive(Debug)]
+pub struct Admission {
+    pub id: ReqId,
+    pub model: Arc<str>,
+    /// Who asked: the fairness key.
+    pub client: Arc<str>,
+    pub prompt: Vec<u32>,
+    pub max_tokens: u32,
+    pub temperature: f32,
+    pub seed: u64,
+    /// Whether the fabric should report tokens as they come (streaming, or
+    /// stop sequences to watch for).
+    pub progress: bool,
+    pub stop_token: u32,
+    pub deadline: Instant,
+    pub timeout: Duration,
+    pub received: Instant,
+    pub events: mpsc::Sender<ReqEvent>,
+    pub permit: Option<OwnedSemaphorePermit>,
+}
+
+/// What a request hears back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReqEvent {
+    /// It was admitted into the queue (the answer will be a result or a
+    /// typed outcome; a 200 may be sent).
+    Queued,
+    /// It reached the fabric.
+    Started { slot: u8, queued: Duration },
+    /// More output tokens.
+    Tokens(Vec<u32>),
+    /// The fabric finished it.
+    Finished {
+        finish: Finish,
+        tokens: Vec<u32>,
+        n_tokens: u32,
+        fabric_us: u32,
+    },
+    /// It ended without a result.
+    Failed(Outcome),
+}
+
+/// A slot as the scheduler sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SlotView {
+    pub index: u8,
+    pub state: SlotState,
+    pub model: Option<Arc<str>>,
+    pub hash: String,
+    /// Whether new work may start here (false while draining for a load).
+    pub accepting: bool,
+}
+
+#[derive(Debug)]
+struct Slot {
+    view: SlotView,
+    free: Vec<u16>,
+    lanes: usize,
+}
+
+#[derive(Debug)]
+struct Running {
+    adm: Admission,
+    ctx: u16,
+    slot: u8,
+    /// Answered already (deadline or cancel): only the context is held.
+    answered: bool,
+}
+
+#[derive(Debug, Default)]
+struct ModelQueue {
+    /// Clients with waiting requests, in turn order.
+    turns: VecDeque<Arc<str>>,
+    per_client: HashMap<Arc<str>, VecDeque<ReqId>>,
+}
+
+/// What [`State::admit`] refused, with the request handed back.
+#[derive(Debug)]
+pub struct Refusal {
+    pub admission: Admission,
+    pub outcome: Outcome,
+}
+
+/// The scheduler's state.
+#[derive(Debug)]
+pub struct State {
+    slots: Vec<Slot>,
+    queues: HashMap<Arc<str>, ModelQueue>,
+    waiting: HashMap<ReqId, Admission>,
+    running: HashMap<u32, Running>,
+    tag_of: HashMap<ReqId, u32>,
+    deadlines: BTreeSet<(Instant, ReqId)>,
+    next_tag: u32,
+    /// Expected time to load a model, for `model_loading` answers.
+    pub load_estimate: Duration,
+}
+
+impl State {
+    /// A scheduler for slots with `lanes` contexts each.
+    pub fn new(views: Vec<SlotView>, lanes: usize) -> State {
+        let slots = views
+            .into_iter()
+            .map(|view| {
+                let base = u16::from(view.index) * lanes as u16;
+                Slot {
+                    free: (base..base + lanes as u16).rev().collect(),
+                    lanes,
+                    view,
+                }
+            })
+            .collect();
+        State {
+            slots,
+            queues: HashMap::new(),
+            waiting: HashMap::new(),
+            running: HashMap::new(),
+            tag_of: HashMap::new(),
+            deadlines: BTreeSet::new(),
+            next_tag: 1,
+            load_estimate: Duration::from_secs(5),
+        }
+    }
+
+    /// Requests waiting for a context.
+    pub fn queued(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Requests on the fabric (including answered ones still holding a
+    /// context until the fabric confirms the cancel).
+    pub fn in_flight(&self) -> usize {
+        self.running.len()
+    }
+
+    /// The slots.
+    pub fn slots(&self) -> Vec<SlotView> {
+        self.slots.iter().map(|s| s.view.clone()).collect()
+    }
+
+    /// Free contexts across ready, accepting slots.
+    pub fn free_contexts(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.view.accepting && s.view.state == SlotState::Ready)
+            .map(|s| s.free.len())
+            .sum()
+    }
+
+    /// The earliest deadline.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.iter().next().map(|(t, _)| *t)
+    }
+
+    /// Queues a request, or says why not.
+    pub fn admit(&mut self, adm: Admission, now: Instant) -> Result<(), Box<Refusal>> {
+        let serving = self
+            .slots
+            .iter()
+            .filter(|s| s.view.model.as_ref() == Some(&adm.model))
+            .map(|s| s.view.state)
+            .collect::<Vec<_>>();
+        if serving.is_empty() {
+            let outcome = Outcome::ModelNotLoaded {
+                model: adm.model.to_string(),
+            };
+            return Err(Box::new(Refusal {
+                admission: adm,
+                outcome,
+            }));
+        }
+        let ready = serving.contains(&SlotState::Ready);
+        if !ready && now + self.load_estimate > adm.deadline {
+            // Only loading slots, and the load outlasts the deadline: say so
+            // now rather than at the deadline.
+            let outcome = Outcome::ModelLoading {
+                model: adm.model.to_string(),
+                retry_after: self.load_estimate,
+            };
+            return Err(Box::new(Refusal {
+                admission: adm,
+                outcome,
+            }));
+        }
+        if !ready && !serving.contains(&SlotState::Loading) {
+            let outcome = Outcome::ModelNotLoaded {
+                model: adm.model.to_string(),
+            };
+            return Err(Box::new(Refusal {
+                admission: adm,
+                outcome,
+            }));
+        }
+        self.deadlines.insert((adm.deadline, adm.id));
+        let _ = adm.events.try_send(ReqEvent::Queued);
+        self.enqueue_back(adm);
+        Ok(())
+    }
+
+    fn enqueue_back(&mut self, adm: Admission) {
+        let q = self.queues.entry(adm.model.clone()).or_default();
+        let list = q.per_client.entry(adm.client.clone()).or_default();
+        if list.is_empty() {
+            q.turns.push_back(adm.client.clone());
+        }
+        list.push_back(adm.id);
+        self.waiting.insert(adm.id, adm);
+    }
+
+    fn enqueue_front(&mut self, adm: Admission) {
+        let q = self.queues.entry(adm.model.clone()).or_default();
+        let list = q.per_client.entry(adm.client.clone()).or_default();
+        if list.is_empty() {
+            q.turns.push_front(adm.client.clone());
+        }
+        list.push_front(adm.id);
+        self.waiting.insert(adm.id, adm);
+    }
+
+    /// The next waiting request for `model`, in turn order.
+    fn pop(&mut self, model: &Arc<str>) -> Option<Admission> {
+        let q = self.queues.get_mut(model)?;
+        while let Some(client) = q.turns.pop_front() {
+            let Some(list) = q.per_client.get_mut(&client) else {
+                continue;
+            };
+            while let Some(id) = list.pop_front() {
+                if let Some(adm) = self.waiting.remove(&id) {
+                    if list.is_empty() {
+                        q.per_client.remove(&client);
+                    } else {
+                        q.turns.push_back(client);
+                    }
+                    return Some(adm);
+                }
+                // Cancelled or expired while waiting: skip.
+            }
+            q.per_client.remove(&client);
+        }
+        None
+    }
+
+    fn tag(&mut self) -> u32 {
+        loop {
+            let t = self.next_tag;
+            self.next_tag = self.next_tag.wrapping_add(1).max(1);
+            if !self.running.contains_key(&t) {
+                return t;
+            }
+        }
+    }
+
+    /// Starts what can start now.
+    pub fn dispatch(&mut self, now: Instant) -> Vec<DriverCmd> {
+        let mut cmds = Vec::new();
+        for i in 0..self.slots.len() {
+            loop {
+                let slot = &self.slots[i];
+                if !slot.view.accepting
+                    || slot.view.state != SlotState::Ready
+                    || slot.free.is_empty()
+                {
+                    break;
+                }
+                let Some(model) = slot.view.model.clone() else {
+                    break;
+                };
+                let Some(adm) = self.pop(&model) else { break };
+                let slot = &mut self.slots[i];
+                let Some(ctx) = slot.free.pop() else { break };
+                let index = slot.view.index;
+                let tag = self.tag();
+                let _ = adm.events.try_send(ReqEvent::Started {
+                    slot: index,
+                    queued: now.saturating_duration_since(adm.received),
+                });
+                cmds.push(DriverCmd::Submit(Job {
+                    tag,
+                    ctx,
+                    prompt: adm.prompt.clone(),
+                    max_tokens: adm.max_tokens,
+                    temperature: adm.temperature,
+                    seed: adm.seed,
+                    stop_token: adm.stop_token,
+                    stream: adm.progress,
+                }));
+                self.tag_of.insert(adm.id, tag);
+                self.running.insert(
+                    tag,
+                    Running {
+                        adm,
+                        ctx,
+                        slot: index,
+                        answered: false,
+                    },
+                );
+            }
+        }
+        cmds
+    }
+
+    /// The client no longer wants request `id`.
+    pub fn cancel(&mut self, id: ReqId) -> Option<DriverCmd> {
+        if let Some(adm) = self.waiting.remove(&id) {
+            self.deadlines.remove(&(adm.deadline, id));
+            return None;
+        }
+        let tag = *self.tag_of.get(&id)?;
+        let r = self.running.get_mut(&tag)?;
+        if !r.answered {
+            r.answered = true;
+            self.deadlines.remove(&(r.adm.deadline, id));
+        }
+        Some(DriverCmd::Cancel { ctx: r.ctx, tag })
+    }
+
+    /// Answers every request whose deadline is at or before `now`.
+    pub fn expire(&mut self, now: Instant) -> Vec<DriverCmd> {
+        let mut cmds = Vec::new();
+        while let Some(&(when, id)) = self.deadlines.iter().next() {
+            if when > now {
+                break;
+            }
+            self.deadlines.remove(&(when, id));
+            if let Some(adm) = self.waiting.remove(&id) {
+                let _ = adm
+                    .events
+                    .try_send(ReqEvent::Failed(Outcome::DeadlineExceeded {
+                        deadline: adm.timeout,
+                    }));
+                continue;
+            }
+            let Some(&tag) = self.tag_of.get(&id) else {
+                continue;
+            };
+            if let Some(r) = self.running.get_mut(&tag) {
+                if !r.answered {
+                    r.answered = true;
+                    let _ = r
+                        .adm
+                        .events
+                        .try_send(ReqEvent::Failed(Outcome::DeadlineExceeded {
+                            deadline: r.adm.timeout,
+                        }));
+                    cmds.push(DriverCmd::Cancel { ctx: r.ctx, tag });
+                }
+            }
+        }
+        cmds
+    }
+
+    fn release(&mut self, tag: u32) -> Option<Running> {
+        let r = self.running.remove(&tag)?;
+        self.tag_of.remove(&r.adm.id);
+        self.deadlines.remove(&(r.adm.deadline, r.adm.id));
+        if let Some(slot) = self.slots.iter_mut().find(|s| s.view.index == r.slot) {
+            slot.free.push(r.ctx);
+        }
+        Some(r)
+    }
+
+    /// Takes in what the driver reported. Returns the request's admission
+    /// time and outcome label for finished requests, for metrics.
+    pub fn on_driver(&mut self, ev: DriverEvent) -> Option<Finished> {
+        match ev {
+            DriverEvent::Tokens { tag, tokens } => {
+                if let Some(r) = self.running.get(&tag) {
+                    if !r.answered {
+                        let _ = r.adm.events.try_send(ReqEvent::Tokens(tokens));
+                    }
+                }
+                None
+            }
+            DriverEvent::Done(done) => self.done(done),
+            DriverEvent::Refused { tag, reason, .. } => {
+                let r = self.release(tag)?;
+                let outcome = Outcome::FabricError { message: reason };
+                if !r.answered {
+                    let _ = r.adm.events.try_send(ReqEvent::Failed(outcome.clone()));
+                }
+                Some(Finished::of(&r, Some(outcome)))
+            }
+            DriverEvent::ShellEvent { .. } => None,
+        }
+    }
+
+    fn done(&mut self, d: Done) -> Option<Finished> {
+        let r = self.release(d.tag)?;
+        if r.answered {
+            return Some(Finished::of(&r, None));
+        }
+        let outcome = match d.status {
+            CqeStatus::Ok if d.intact => {
+                let _ = r.adm.events.try_send(ReqEvent::Finished {
+                    finish: d.finish,
+                    tokens: d.tokens,
+                    n_tokens: d.n_tokens,
+                    fabric_us: d.fabric_us,
+                });
+                return Some(Finished::of(&r, None));
+            }
+            CqeStatus::Ok => Outcome::FabricError {
+                message:
+                    "the output failed its CRC check (corrupted between the decoder and the host)"
+                        .into(),
+            },
+            CqeStatus::SlotNotReady => {
+                // Never ran: back to the head of its client's queue.
+                let adm = r.adm;
+                self.deadlines.insert((adm.deadline, adm.id));
+                self.enqueue_front(adm);
+                return None;
+            }
+            CqeStatus::Cancelled => Outcome::FabricError {
+                message: "the fabric cancelled the request".into(),
+            },
+            other => Outcome::FabricError {
+                message: format!("the fabric ended the request with status {other:?}"),
+            },
+        };
+        let _ = r.adm.events.try_send(ReqEvent::Failed(outcome.clone()));
+        Some(Finished::of(&r, Some(outcome)))
+    }
+
+    /// Replaces what the slots hold. Contexts of slots that went away are
+    /// forgotten once their requests finish.
+    pub fn set_slots(&mut self, views: Vec<SlotView>) {
+        for view in views {
+            if let Some(slot) = self.slots.iter_mut().find(|s| s.view.index == view.index) {
+                slot.view = view;
+            }
+        }
+    }
+
+    /// Stops or resumes starting work in a slot.
+    pub fn set_accepting(&mut self, index: u8, accepting: bool) {
+        if let Some(slot) = self.slots.iter_mut().find(|s| s.view.index == index) {
+            slot.view.accepting = accepting;
+        }
+    }
+
+    /// Requests running in a slot.
+    pub fn running_in(&self, index: u8) -> usize {
+        self.running.values().filter(|r| r.slot == index).count()
+    }
+
+    /// Lanes per slot.
+    pub fn lanes(&self) -> usize {
+        self.slots.first().map_or(0, |s| s.lanes)
+    }
+
+    /// Answers everything (the fabric is gone, or we are shutting down).
+    pub fn fail_all(&mut self, outcome: &Outcome) {
+        for (_, adm) in self.waiting.drain() {
+            let _ = adm.events.try_send(ReqEvent::Failed(outcome.clone()));
+        }
+        for (_, r) in self.running.drain() {
+            if !r.answered {
+                let _ = r.adm.events.try_send(ReqEvent::Failed(outcome.clone()));
+            }
+        }
+        self.queues.clear();
+        self.tag_of.clear();
+        self.deadlines.clear();
+    }
+}
+
+/// A request that left the fabric, for metrics.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub received: Instant,
+    pub outcome: Option<Outcome>,
+    pub answered_before: bool,
+}
+
+impl Finished {
+    fn of(r: &Running, outcome: Option<Outcome>) -> Finished {
+        Finished {
+            received: r.adm.received,
+            outcome,
+            answered_before: r.answered,
+        }
+    }
+}
+
+/// Figures the scheduler publishes for the HTTP layer.
+#[derive(Debug, Default)]
+pub struct Published {
+    pub queued: AtomicUsize,
+    pub in_flight: AtomicUsize,
+    /// Completions per second, an exponentially weighted average (f64 bits).
+    pub rate: AtomicU64,
+    pub slots: Mutex<Vec<SlotView>>,
+}
+
+impl Published {
+    /// Completions per second lately.
+    pub fn rate(&self) -> f64 {
+        f64::from_bits(self.rate.load(Ordering::Relaxed))
+    }
+
+    /// The slots as last published.
+    pub fn slots(&self) -> Vec<SlotView> {
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How long a new request would wait for the queue ahead of it.
+    pub fn retry_after(&self, fallback_rate: f64) -> Duration {
+        let ahead =
+            self.queued.load(Ordering::Relaxed) + self.in_flight.load(Ordering::Relaxed) + 1;
+        let rate = if self.rate() > 0.1 {
+            self.rate()
+        } else {
+            fallback_rate.max(0.1)
+        };
+        Duration::from_secs_f64((ahead as f64 / rate).clamp(0.01, 60.0))
+    }
+}
+
+/// Measures completions per second.
+#[derive(Debug)]
+struct RateMeter {
+    window_start: Instant,
+    count: u32,
+    ewma: f64,
+}
+
+impl RateMeter {
+    fn tick(&mut self, now: Instant, completions: u32) -> f64 {
+        self.count += completions;
+        let elapsed = now.saturating_duration_since(self.window_start);
+        if elapsed >= Duration::from_millis(500) {
+            let r = f64::from(self.count) / elapsed.as_secs_f64();
+            self.ewma = if self.ewma == 0.0 {
+                r
+            } else {
+                0.7 * self.ewma + 0.3 * r
+            };
+            self.count = 0;
+            self.window_start = now;
+        }
+        self.ewma
+    }
+}
+
+/// What the scheduler task is told besides admissions and cancels.
+#[derive(Debug)]
+pub enum Control {
+    /// Re-read slot states from the shell.
+    Slots(Vec<SlotView>),
+    /// Stop (false) or resume (true) starting work in a slot.
+    Accepting { slot: u8, accepting: bool },
+    /// Reply with the number of requests running in a slot.
+    RunningIn {
+        slot: u8,
+        reply: tokio::sync::oneshot::Sender<usize>,
+    },
+}
+
+/// The channels of the scheduler task.
+#[derive(Debug)]
+pub struct Channels {
+    pub admit: mpsc::Receiver<Admission>,
+    /// Cancels are bounded by the admitted requests (each sends at most
+    /// one), which the semaphore bounds: unbounded here cannot grow past it.
+    pub cancel: mpsc::UnboundedReceiver<ReqId>,
+    pub control: mpsc::Receiver<Control>,
+    pub driver_events: mpsc::Receiver<DriverEvent>,
+    pub driver: mpsc::Sender<DriverCmd>,
+}
+
+/// Runs the scheduler until the admission channel closes and nothing is
+/// left, or the driver stops.
+pub async fn run(mut state: State, mut ch: Channels, published: Arc<Published>) {
+    let mut meter = RateMeter {
+        window_start: Instant::now(),
+        count: 0,
+        ewma: 0.0,
+    };
+    let mut cmds = Vec::new();
+    let mut admitting = true;
+    loop {
+        let deadline = state.next_deadline();
+        let mut completions = 0;
+        tokio::select! {
+            adm = ch.admit.recv(), if admitting => match adm {
+                Some(adm) => {
+                    if let Err(refusal) = state.admit(adm, Instant::now()) {
+                        let _ = refusal.admission.events.try_send(ReqEvent::Failed(refusal.outcome));
+                    }
+                }
+                None => admitting = false,
+            },
+            Some(id) = ch.cancel.recv() => cmds.extend(state.cancel(id)),
+            Some(c) = ch.control.recv() => match c {
+                Control::Slots(views) => state.set_slots(views),
+                Control::Accepting { slot, accepting } => state.set_accepting(slot, accepting),
+                Control::RunningIn { slot, reply } => { let _ = reply.send(state.running_in(slot)); }
+            },
+            ev = ch.driver_events.recv() => match ev {
+                Some(ev) => {
+                    if let Some(f) = state.on_driver(ev) {
+                        if f.outcome.is_none() && !f.answered_before {
+                            completions += 1;
+                        }
+                    }
+                }
+                None => {
+                    log::error!("scheduler: the fabric driver stopped; answering every request");
+                    state.fail_all(&Outcome::FabricError { message: "the fabric driver stopped".into() });
+                    publish(&state, &published);
+                    return;
+                }
+            },
+            _ = sleep_until(deadline) => cmds.extend(state.expire(Instant::now())),
+        }
+        let now = Instant::now();
+        cmds.extend(state.dispatch(now));
+        for cmd in cmds.drain(..) {
+            if ch.driver.send(cmd).await.is_err() {
+                state.fail_all(&Outcome::FabricError {
+                    message: "the fabric driver stopped".into(),
+                });
+                publish(&state, &published);
+                return;
+            }
+        }
+        let rate = meter.tick(now, completions);
+        published.rate.store(rate.to_bits(), Ordering::Relaxed);
+        publish(&state, &published);
+        if !admitting && state.queued() == 0 && state.in_flight() == 0 {
+            return;
+        }
+    }
+}
+
+fn publish(state: &State, published: &Published) {
+    published.queued.store(state.queued(), Ordering::Relaxed);
+    published
+        .in_flight
+        .store(state.in_flight(), Ordering::Relaxed);
+    let slots = state.slots();
+    let mut guard = published
+        .slots
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if *guard != slots {
+        *guard = slots;
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn views(models: &[&str]) -> Vec<SlotView> {
+        models
+            .iter()
+            .enumerate()
+            .map(|(i, m)| SlotView {
+                index: i as u8,
+                state: SlotState::Ready,
+                model: Some(Arc::from(*m)),
+                hash: String::new(),
+                accepting: true,
+            })
+            .collect()
+    }
+
+    fn adm(
+        id: ReqId,
+        client: &str,
+        model: &str,
+        now: Instant,
+    ) -> (Admission, mpsc::Receiver<ReqEvent>) {
+        let (tx, rx) = mpsc::channel(64);
+        (
+            Admission {
+                id,
+                model: Arc::from(model),
+                client: Arc::from(client),
+                prompt: vec![1, 2],
+                max_tokens: 4,
+                temperature: 0.0,
+                seed: 0,
+                progress: false,
+                stop_token: 256,
+                deadline: now + Duration::from_secs(10),
+                timeout: Duration::from_secs(10),
+                received: now,
+                events: tx,
+                permit: None,
+            },
+            rx,
+        )
+    }
+
+    fn submitted(cmds: &[DriverCmd]) -> Vec<(u32, u16)> {
+        cmds.iter()
+            .filter_map(|c| match c {
+                DriverCmd::Submit(j) => Some((j.tag, j.ctx)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn done(tag: u32, ctx: u16) -> DriverEvent {
+        DriverEvent::Done(Done {
+            tag,
+            ctx,
+            status: CqeStatus::Ok,
+            finish: Finish::Length,
+            tokens: vec![7],
+            n_tokens: 1,
+            fabric_us: 10,
+            intact: true,
+        })
+    }
+
+    #[test]
+    fn a_single_request_is_not_starved_by_a_flood() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["m"]), 1);
+        let mut rxs = Vec::new();
+        for i in 0..500 {
+            let (a, rx) = adm(i, "flood", "m", now);
+            s.admit(a, now).expect("admit");
+            rxs.push(rx);
+        }
+        let (a, mut lone_rx) = adm(1000, "lone", "m", now);
+        s.admit(a, now).expect("admit");
+        // One context: the flood's first request runs, then the lone one.
+        let first = submitted(&s.dispatch(now));
+        assert_eq!(first.len(), 1);
+        s.on_driver(done(first[0].0, first[0].1));
+        let second = submitted(&s.dispatch(now));
+        assert_eq!(second.len(), 1);
+        assert_eq!(lone_rx.try_recv(), Ok(ReqEvent::Queued));
+        assert!(matches!(lone_rx.try_recv(), Ok(ReqEvent::Started { .. })));
+    }
+
+    #[test]
+    fn within_a_client_order_is_kept() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["m"]), 1);
+        let mut rxs = Vec::new();
+        for i in 0..3 {
+            let (a, rx) = adm(i, "c", "m", now);
+            s.admit(a, now).expect("admit");
+            rxs.push(rx);
+        }
+        for (expected, rx) in rxs.iter_mut().enumerate() {
+            let cmds = s.dispatch(now);
+            let (tag, ctx) = submitted(&cmds)[0];
+            assert_eq!(rx.try_recv(), Ok(ReqEvent::Queued));
+            assert!(
+                matches!(rx.try_recv(), Ok(ReqEvent::Started { .. })),
+                "request {expected} next"
+            );
+            s.on_driver(done(tag, ctx));
+        }
+    }
+
+    #[test]
+    fn deadlines_answer_queued_and_cancel_running() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["m"]), 1);
+        let (mut a, mut rx_run) = adm(1, "a", "m", now);
+        a.deadline = now + Duration::from_millis(5);
+        s.admit(a, now).expect("admit");
+        let (mut b, mut rx_wait) = adm(2, "b", "m", now);
+        b.deadline = now + Duration::from_millis(5);
+        s.admit(b, now).expect("admit");
+        let (tag, ctx) = submitted(&s.dispatch(now))[0];
+        let later = now + Duration::from_millis(6);
+        let cmds = s.expire(later);
+        assert!(
+            matches!(cmds.as_slice(), [DriverCmd::Cancel { tag: t, ctx: c }] if *t == tag && *c == ctx)
+        );
+        assert_eq!(rx_run.try_recv(), Ok(ReqEvent::Queued));
+        assert!(matches!(rx_run.try_recv(), Ok(ReqEvent::Started { .. })));
+        assert!(matches!(
+            rx_run.try_recv(),
+            Ok(ReqEvent::Failed(Outcome::DeadlineExceeded { .. }))
+        ));
+        assert_eq!(rx_wait.try_recv(), Ok(ReqEvent::Queued));
+        assert!(matches!(
+            rx_wait.try_recv(),
+            Ok(ReqEvent::Failed(Outcome::DeadlineExceeded { .. }))
+        ));
+        assert_eq!(s.queued(), 0);
+        // The context stays held until the fabric confirms the cancel.
+        assert_eq!(s.free_contexts(), 0);
+        s.on_driver(DriverEvent::Done(Done {
+            status: CqeStatus::Cancelled,
+            ..match done(tag, ctx) {
+                DriverEvent::Done(d) => d,
+                _ => unreachable!(),
+            }
+        }));
+        assert_eq!(s.free_contexts(), 1);
+        assert!(rx_run.try_recv().is_err(), "no second answer");
+    }
+
+    #[test]
+    fn a_cancelled_request_frees_its_context() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["m"]), 2);
+        let (a, _rx) = adm(1, "a", "m", now);
+        s.admit(a, now).expect("admit");
+        let (tag, ctx) = submitted(&s.dispatch(now))[0];
+        assert!(matches!(s.cancel(1), Some(DriverCmd::Cancel { tag: t, .. }) if t == tag));
+        s.on_driver(done(tag, ctx));
+        assert_eq!(s.free_contexts(), 2);
+        // A queued one is just dropped.
+        let (a, _rx) = adm(2, "a", "m", now);
+        let (b, _rx2) = adm(3, "a", "m", now);
+        let mut s = State::new(views(&["m"]), 1);
+        s.admit(a, now).expect("admit");
+        s.admit(b, now).expect("admit");
+        s.dispatch(now);
+        assert!(s.cancel(3).is_none());
+        assert_eq!(s.queued(), 0);
+    }
+
+    #[test]
+    fn each_model_goes_to_its_slot_and_unloaded_ones_are_refused() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["kjv", "fortunes"]), 2);
+        let (a, _ra) = adm(1, "x", "fortunes", now);
+        s.admit(a, now).expect("admit");
+        let cmds = s.dispatch(now);
+        assert_eq!(submitted(&cmds)[0].1 / 2, 1, "a context of slot 1");
+        let (b, _rb) = adm(2, "x", "other", now);
+        let refusal = s.admit(b, now).expect_err("not loaded");
+        assert!(matches!(refusal.outcome, Outcome::ModelNotLoaded { .. }));
+    }
+
+    #[test]
+    fn bounced_requests_go_back_to_the_head() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["m"]), 1);
+        let (a, mut ra) = adm(1, "a", "m", now);
+        let (b, _rb) = adm(2, "a", "m", now);
+        s.admit(a, now).expect("admit");
+        s.admit(b, now).expect("admit");
+        let (tag, ctx) = submitted(&s.dispatch(now))[0];
+        let mut d = match done(tag, ctx) {
+            DriverEvent::Done(d) => d,
+            _ => unreachable!(),
+        };
+        d.status = CqeStatus::SlotNotReady;
+        s.on_driver(DriverEvent::Done(d));
+        assert_eq!(s.queued(), 2);
+        assert_eq!(ra.try_recv(), Ok(ReqEvent::Queued));
+        assert!(matches!(ra.try_recv(), Ok(ReqEvent::Started { .. })));
+        s.dispatch(now);
+        assert!(
+            matches!(ra.try_recv(), Ok(ReqEvent::Started { .. })),
+            "request 1 runs again first"
+        );
+    }
+}

@@ -1,0 +1,349 @@
+//! `fabricd serve`: wires the fabric, the driver, the scheduler and the HTTP
+//! server together, and takes them down in order.
+//!
+//! # Shutdown (SIGTERM or SIGINT)
+//! 1. Stop accepting connections; `/readyz` says not ready; new requests on
+//!    open connections get `shutting_down`.
+//! 2. Let in-flight and queued requests finish, for at most the grace
+//!    period; then answer whatever is left with `shutting_down`.
+//! 3. Quiesce the fabric: stop the rings (CONTROL = 0) so nothing is
+//!    written into buffers we are about to unmap.
+//! 4. Stop the simulator if we started it; exit 0.
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fabric_hw::contract::{SlotState, REG_CONTROL};
+use fabric_hw::shell::{RingConfig, Shell};
+use fabric_hw::Root;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::fabric::{self, Driver};
+use crate::metrics::Metrics;
+use crate::scheduler::{self, Channels, Control, Published, SlotView, State};
+use crate::server::{self, App};
+
+/// Reads the slots from the shell and names their models from the catalog.
+pub fn slot_views(shell: &Shell, catalog: &Catalog) -> Vec<SlotView> {
+    shell
+        .slots()
+        .into_iter()
+        .map(|s| {
+            let model = match s.state {
+                SlotState::Empty => None,
+                _ => catalog.by_hash(&s.hash).map(|m| Arc::from(m.name.as_str())),
+            };
+            if s.state == SlotState::Ready && model.is_none() {
+                log::warn!(
+                    "slot {}: holds an image that is not in the catalog (sha256 {})",
+                    s.index,
+                    s.hash
+                );
+            }
+            SlotView {
+                index: s.index,
+                state: s.state,
+                model,
+                hash: s.hash,
+                accepting: true,
+            }
+        })
+        .collect()
+}
+
+#[cfg(feature = "sim")]
+pub use sim_child::{default_sim_catalog, start_sim, SimChild};
+
+/// Raises the open-file limit to its hard limit: 12,000 connections need
+/// more than the usual 1,024.
+fn raise_fd_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                log::warn!("serve: raising the open-file limit from {soft} to {hard}: {e}");
+            }
+        }
+        if hard < 16_384 {
+            log::warn!("serve: the open-file limit is {hard}; 2,048 clients and 10,000 idle connections need more");
+        }
+    }
+}
+
+/// Runs the daemon until `shutdown` fires.
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    config.validate()?;
+    raise_fd_limit();
+    let root = Root::new(&config.root).with_configfs(&config.configfs);
+    let _lock = crate::lock::FabricLock::take(root.base())?;
+    let catalog = Catalog::load(&config.catalog_dir())?;
+    let attached = {
+        let root = root.clone();
+        tokio::task::block_in_place(|| fabric::attach(&root, RingConfig::default()))?
+    };
+    let (driver, shell, _topology) = Driver::new(attached);
+    let info = shell.info().clone();
+    let views = slot_views(&shell, &catalog);
+    for v in &views {
+        log::info!(
+            "serve: slot {} {} {}",
+            v.index,
+            v.state.as_str(),
+            v.model.as_deref().unwrap_or("-")
+        );
+    }
+    let (driver_tx, driver_rx) = mpsc::channel(info.contexts() * 2 + 64);
+    let (events_tx, events_rx) = mpsc::channel(1024);
+    let driver_task = tokio::spawn(driver.run(driver_rx, events_tx));
+
+    let (admit_tx, admit_rx) = mpsc::channel(config.queue_capacity);
+    let (cancel_tx, cancel_rx) = mpsc::unbounded_channel();
+    let (control_tx, control_rx) = mpsc::channel(64);
+    let published = Arc::new(Published::default());
+    let metrics = Arc::new(Metrics::default());
+    let state = State::new(views, info.lanes);
+    let sched_task = tokio::spawn(scheduler::run(
+        state,
+        Channels {
+            admit: admit_rx,
+            cancel: cancel_rx,
+            control: control_rx,
+            driver_events: events_rx,
+            driver: driver_tx,
+        },
+        published.clone(),
+    ));
+    // The nominal rate: every context busy with a typical 8-token request.
+    let typical = info.service_time(16, 8).as_secs_f64().max(1e-4);
+    let nominal_rate = info.contexts() as f64 / typical;
+    let app = Arc::new(App {
+        config: config.clone(),
+        catalog,
+        shell: shell.clone(),
+        info: info.clone(),
+        admit: admit_tx,
+        cancel: cancel_tx,
+        permits: Arc::new(Semaphore::new(config.queue_capacity)),
+        published: published.clone(),
+        metrics,
+        next_id: AtomicU64::new(1),
+        shutting_down: AtomicBool::new(false),
+        nominal_rate,
+    });
+    let tracker = TaskTracker::new();
+    let accept_stop = CancellationToken::new();
+    let server_task = tokio::spawn(server::serve(
+        listener,
+        app.clone(),
+        accept_stop.clone(),
+        tracker.clone(),
+    ));
+    // Slot states: re-read after every shell event is the rotation's job;
+    // here a cheap periodic refresh keeps /readyz honest about the fabric.
+    let refresher = {
+        let shell = shell.clone();
+        let app = app.clone();
+        let control = control_tx.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tick.tick().await;
+                if !shell.magic_ok() {
+                    continue;
+                }
+                let views = slot_views(&shell, &app.catalog);
+                if control.send(Control::Slots(views)).await.is_err() {
+                    return;
+                }
+            }
+        })
+    };
+
+    shutdown.cancelled().await;
+    log::info!("serve: shutting down");
+    app.shutting_down
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    accept_stop.cancel();
+    let _ = server_task.await;
+    // The connections saw the same token: hyper finishes the request in
+    // flight on each and closes it.
+    tracker.close();
+    let grace = config.shutdown_grace();
+    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
+        log::warn!("serve: requests still running after {grace:?}; answering them shutting_down");
+    }
+    refresher.abort();
+    drop(control_tx);
+    drop(app);
+    // The scheduler ends once admission is closed and nothing is left, or
+    // at the end of the grace period.
+    if tokio::time::timeout(Duration::from_secs(1), sched_task)
+        .await
+        .is_err()
+    {
+        log::warn!("serve: the scheduler did not drain");
+    }
+    driver_task.abort();
+    // Quiesce: stop the rings so the fabric writes nothing more into the
+    // buffer we unmap on exit.
+    if shell.magic_ok() {
+        REG_CONTROL.set(shell.regs(), 0);
+    }
+    log::info!("serve: stopped");
+    Ok(())
+}
+
+/// Resolves once SIGTERM or SIGINT arrives.
+pub async fn signalled() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => log::info!("serve: SIGTERM"),
+                _ = int.recv() => log::info!("serve: SIGINT"),
+            }
+        }
+        _ => {
+            log::error!("serve: cannot install signal handlers; stop with SIGKILL");
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[cfg(feature = "sim")]
+mod sim_child {
+    use std::path::{Path, PathBuf};
+    use std::time::{Duration, Instant};
+
+    use anyhow::{bail, Context};
+
+    use crate::catalog::Catalog;
+    use crate::config::Config;
+
+    /// The simulator child process of `--sim`; stopped on drop.
+    #[derive(Debug)]
+    pub struct SimChild {
+        child: std::process::Child,
+        _dir: tempfile::TempDir,
+        pub root: PathBuf,
+    }
+
+    impl Drop for SimChild {
+        fn drop(&mut self) {
+            let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(3) {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Where the catalog is when none was named: `./bitstreams`, or the
+    /// repository's, found from the executable (`target/<profile>/fabricd`).
+    pub fn default_sim_catalog() -> Option<PathBuf> {
+        let here = PathBuf::from("bitstreams");
+        if here.join(crate::catalog::MANIFEST).exists() {
+            return Some(here);
+        }
+        let exe = std::env::current_exe().ok()?;
+        exe.ancestors()
+            .skip(1)
+            .map(|d| d.join("bitstreams"))
+            .find(|d| d.join(crate::catalog::MANIFEST).exists())
+    }
+
+    /// Starts `fabricd sim` in a fresh temporary root with the catalog's models
+    /// in its slots, and waits until it is up.
+    pub fn start_sim(config: &Config, catalog_src: &Path) -> anyhow::Result<SimChild> {
+        let dir = tempfile::Builder::new()
+            .prefix("fabricd-sim-")
+            .tempdir()
+            .context("creating the simulator's root")?;
+        let root = dir.path().to_owned();
+        let catalog = Catalog::load(catalog_src)?;
+        let boot: Vec<String> = if config.sim.boot.is_empty() {
+            catalog
+                .models
+                .iter()
+                .filter(|m| m.problem.is_none())
+                .take(usize::from(config.sim.slots))
+                .map(|m| m.name.clone())
+                .collect()
+        } else {
+            config.sim.boot.clone()
+        };
+        let mut args: Vec<String> = vec![
+            "sim".into(),
+            "--root".into(),
+            root.display().to_string(),
+            "--firmware".into(),
+            catalog_src.display().to_string(),
+            "--time-scale".into(),
+            config.sim.time_scale.to_string(),
+            "--slots".into(),
+            config.sim.slots.to_string(),
+            "--lanes".into(),
+            config.sim.lanes.to_string(),
+            "--configfs".into(),
+            config.configfs.clone(),
+            "--die-with-parent".into(),
+        ];
+        for (slot, name) in boot.iter().enumerate() {
+            let model = catalog.get(name)?;
+            let image = model
+                .images
+                .iter()
+                .find(|i| i.slots.contains(&(slot as u8)))
+                .with_context(|| format!("model {name} has no image for slot {slot}"))?;
+            args.push("--load".into());
+            args.push(format!("{slot}={}", image.file));
+        }
+        args.extend(config.sim.extra_args.iter().cloned());
+        let exe = std::env::current_exe().context("finding our own executable")?;
+        let child = std::process::Command::new(exe)
+            .args(&args)
+            .spawn()
+            .context("starting the simulator")?;
+        let mut sim = SimChild {
+            child,
+            _dir: dir,
+            root: root.clone(),
+        };
+        let ready = root.join("sim/ready");
+        let start = Instant::now();
+        while !ready.exists() {
+            if let Ok(Some(status)) = sim.child.try_wait() {
+                bail!("the simulator exited with {status} before it was up");
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                bail!("the simulator did not come up within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        log::info!(
+            "serve: simulated fabric at {} with {}",
+            root.display(),
+            boot.join(", ")
+        );
+        Ok(sim)
+    }
+}

@@ -1,0 +1,843 @@
+//! The HTTP front end: the accept loop, connections, routes and handlers.
+//!
+//! # Connections
+//! A connection holds a permit of the connection semaphore (taken before it
+//! is served, never waited for). Over the cap, a small second budget answers
+//! the connection's request with `overloaded` and closes it, so a client
+//! learns why; past that too, connections wait in the kernel's backlog.
+//! A connection that has sent nothing yet costs a socket and a parked task,
+//! not hyper's buffers: it is only handed to hyper once it is readable, and
+//! closed after the idle timeout if it never is. hyper's header read timeout
+//! bounds slow headers (slowloris) and idle keep-alive.
+//!
+//! # Requests
+//! A completion request is parsed and validated here (a 400 names the
+//! field), tokenized, checked against the fabric's limits, admitted (a
+//! semaphore permit, or `overloaded` at once) and queued; the scheduler's
+//! first answer decides between a typed error and a 200. After a 200 of an
+//! event stream, errors go in-band. A client that goes away drops its
+//! response, which cancels the request.
+
+use std::net::{IpAddr, SocketAddr};
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use fabric_hw::contract::Finish;
+use fabric_hw::shell::{Shell, ShellInfo};
+use fabric_model::tokenizer::EOS;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::api::{self, CompletionRequest};
+use crate::body::{self, full, Body};
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::outcome::Outcome;
+use crate::scheduler::{Admission, Published, ReqEvent, ReqId};
+use crate::text::{StopMatcher, Utf8Decoder};
+
+/// Connections over the cap that are still answered (with `overloaded`).
+const REFUSAL_BUDGET: usize = 256;
+
+/// What every handler shares.
+#[derive(Debug)]
+pub struct App {
+    pub config: Config,
+    pub catalog: Catalog,
+    pub shell: Arc<Shell>,
+    pub info: ShellInfo,
+    pub admit: mpsc::Sender<Admission>,
+    pub cancel: mpsc::UnboundedSender<ReqId>,
+    pub permits: Arc<Semaphore>,
+    pub published: Arc<Published>,
+    pub metrics: Arc<Metrics>,
+    pub next_id: AtomicU64,
+    pub shutting_down: AtomicBool,
+    /// Completions per second the fabric can do, from its timing registers,
+    /// for `Retry-After` before any has been measured.
+    pub nominal_rate: f64,
+}
+
+/// Cancels a request when dropped, unless disarmed: the client went away.
+struct CancelGuard {
+    id: ReqId,
+    cancel: mpsc::UnboundedSender<ReqId>,
+    metrics: Arc<Metrics>,
+    armed: bool,
+}
+
+impl CancelGuard {
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.cancel.send(self.id);
+            self.metrics.outcome("cancelled");
+        }
+    }
+}
+
+/// Accepts connections until `shutdown` fires.
+pub async fn serve(
+    listener: TcpListener,
+    app: Arc<App>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) {
+    let conns = Arc::new(Semaphore::new(app.config.max_connections));
+    let refusals = Arc::new(Semaphore::new(REFUSAL_BUDGET));
+    let mut accept_errors = 0u32;
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => {
+                accept_errors = 0;
+                a
+            }
+            Err(e) => {
+                // Out of descriptors, usually: back off instead of spinning,
+                // and log once per burst.
+                if accept_errors == 0 {
+                    log::warn!("http: accept: {e}");
+                }
+                accept_errors += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        app.metrics
+            .connections_total
+            .fetch_add(1, Ordering::Relaxed);
+        match conns.clone().try_acquire_owned() {
+            Ok(permit) => {
+                let app = app.clone();
+                let shutdown = shutdown.clone();
+                tracker.spawn(async move {
+                    app.metrics.connections_open.fetch_add(1, Ordering::Relaxed);
+                    serve_conn(stream, peer, &app, shutdown).await;
+                    app.metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
+                    drop(permit);
+                });
+            }
+            Err(_) => {
+                app.metrics
+                    .connections_refused
+                    .fetch_add(1, Ordering::Relaxed);
+                if let Ok(permit) = refusals.clone().try_acquire_owned() {
+                    let app = app.clone();
+                    tracker.spawn(async move {
+                        refuse_conn(stream, &app).await;
+                        drop(permit);
+                    });
+                }
+            }
+        }
+    }
+}
+
+async fn serve_conn(
+    stream: TcpStream,
+    peer: SocketAddr,
+    app: &Arc<App>,
+    shutdown: CancellationToken,
+) {
+    // Park until the client says something.
+    tokio::select! {
+        r = stream.readable() => if r.is_err() { return },
+        _ = tokio::time::sleep(app.config.idle_timeout()) => return,
+        _ = shutdown.cancelled() => return,
+    }
+    let app2 = app.clone();
+    let service = service_fn(move |req| {
+        let app = app2.clone();
+        async move { Ok::<_, std::convert::Infallible>(route(&app, peer, req).await) }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(app.config.header_read_timeout())
+        .keep_alive(true)
+        .max_buf_size(64 * 1024)
+        .serve_connection(TokioIo::new(stream), service);
+    let mut conn = pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                log::debug!("http: {peer}: {e}");
+            }
+        }
+        _ = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(app.config.shutdown_grace(), conn).await;
+        }
+    }
+}
+
+/// Over the connection cap: read the request, answer `overloaded`, close.
+async fn refuse_conn(stream: TcpStream, app: &Arc<App>) {
+    let retry = app.published.retry_after(app.nominal_rate);
+    let service = service_fn(move |_req: Request<Incoming>| async move {
+        let mut r = Outcome::Overloaded {
+            retry_after: retry,
+            reason: "too many open connections".into(),
+        }
+        .response();
+        r.headers_mut()
+            .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        Ok::<_, std::convert::Infallible>(r)
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(2))
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+}
+
+async fn route(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    let resp = match (path.as_str(), &method) {
+        ("/v1/completions", &Method::POST) => return completions(app, peer, req).await,
+        ("/v1/models", &Method::GET) => models(app),
+        ("/healthz", &Method::GET) => json_response(StatusCode::OK, &json!({"status": "ok"})),
+        ("/readyz", &Method::GET) => readyz(app),
+        ("/metrics", &Method::GET) => metrics(app),
+        ("/v1/completions", _) => Outcome::MethodNotAllowed {
+            method: method.to_string(),
+            allow: "POST",
+        }
+        .response(),
+        ("/v1/models" | "/healthz" | "/readyz" | "/metrics", _) => Outcome::MethodNotAllowed {
+            method: method.to_string(),
+            allow: "GET",
+        }
+        .response(),
+        _ => Outcome::NotFound { path }.response(),
+    };
+    resp
+}
+
+fn json_response(status: StatusCode, v: &serde_json::Value) -> Response<Body> {
+    let mut bytes = serde_json::to_vec(v).unwrap_or_default();
+    bytes.push(b'\n');
+    let mut r = Response::new(full(bytes));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn models(app: &App) -> Response<Body> {
+    let slots = app.published.slots();
+    let data: Vec<_> = app
+        .catalog
+        .models
+        .iter()
+        .map(|m| {
+            let in_slots: Vec<_> = slots
+                .iter()
+                .filter(|s| s.model.as_deref() == Some(m.name.as_str()))
+                .map(|s| json!({"slot": s.index, "state": s.state.as_str(), "accepting": s.accepting}))
+                .collect();
+            json!({
+                "id": m.name,
+                "object": "model",
+                "created": 0,
+                "owned_by": "fabricd",
+                "description": m.description,
+                "slots": in_slots,
+                "usable": m.problem.is_none(),
+                "problem": m.problem.as_ref().map(|p| p.to_string()),
+            })
+        })
+        .collect();
+    json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
+}
+
+fn readyz(app: &App) -> Response<Body> {
+    let slots = app.published.slots();
+    let mut models = serde_json::Map::new();
+    for s in &slots {
+        if let Some(m) = &s.model {
+            let state = if s.state == fabric_hw::contract::SlotState::Ready && s.accepting {
+                "ready"
+            } else {
+                s.state.as_str()
+            };
+            let entry = models.entry(m.to_string()).or_insert(json!("loading"));
+            if state == "ready" || entry == "loading" {
+                *entry = json!(state);
+            }
+        }
+    }
+    let ready = !app.shutting_down.load(Ordering::Relaxed) && models.values().any(|v| v == "ready");
+    let body = json!({
+        "ready": ready,
+        "fabric": if app.shell.magic_ok() { "attached" } else { "dark" },
+        "models": models,
+        "slots": slots,
+        "queue_depth": app.published.queued.load(Ordering::Relaxed),
+    });
+    json_response(
+        if ready {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
+        &body,
+    )
+}
+
+fn metrics(app: &App) -> Response<Body> {
+    let counters = app.shell.magic_ok().then(|| app.shell.counters());
+    let text = app.metrics.render(
+        app.published.queued.load(Ordering::Relaxed),
+        app.published.in_flight.load(Ordering::Relaxed),
+        &app.published.slots(),
+        counters,
+    );
+    let mut r = Response::new(full(text));
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
+}
+
+async fn read_body(
+    app: &App,
+    req: Request<Incoming>,
+) -> Result<(hyper::http::request::Parts, Bytes), Outcome> {
+    let (parts, body) = req.into_parts();
+    let limit = app.config.body_limit;
+    let collected = tokio::time::timeout(
+        app.config.body_read_timeout(),
+        Limited::new(body, limit).collect(),
+    )
+    .await;
+    match collected {
+        Err(_) => Err(Outcome::Invalid {
+            param: None,
+            code: "body_timeout",
+            message: format!(
+                "the request body did not arrive within {} ms",
+                app.config.body_read_timeout_ms
+            ),
+        }),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(Outcome::BodyTooLarge { limit })
+        }
+        Ok(Err(e)) => Err(Outcome::Invalid {
+            param: None,
+            code: "body_error",
+            message: format!("reading the request body: {e}"),
+        }),
+        Ok(Ok(c)) => Ok((parts, c.to_bytes())),
+    }
+}
+
+async fn completions(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Response<Body> {
+    let received = Instant::now();
+    match start_completion(app, peer, req, received).await {
+        Ok(resp) => resp,
+        Err(outcome) => {
+            app.metrics.outcome(outcome.label());
+            outcome.response()
+        }
+    }
+}
+
+struct Started {
+    id: ReqId,
+    model: Arc<str>,
+    tokenizer: Arc<fabric_model::Tokenizer>,
+    request: CompletionRequest,
+    prompt_tokens: usize,
+    events: mpsc::Receiver<ReqEvent>,
+    guard: CancelGuard,
+    received: Instant,
+}
+
+async fn start_completion(
+    app: &Arc<App>,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+    received: Instant,
+) -> Result<Response<Body>, Outcome> {
+    if app.shutting_down.load(Ordering::Relaxed) {
+        return Err(Outcome::ShuttingDown);
+    }
+    if let Some(ct) = req.headers().get(CONTENT_TYPE) {
+        let ct = ct.to_str().unwrap_or("");
+        let essence = ct.split(';').next().unwrap_or("").trim();
+        if !essence.eq_ignore_ascii_case("application/json") {
+            return Err(Outcome::UnsupportedMediaType {
+                found: ct.to_owned(),
+            });
+        }
+    }
+    let header_deadline = req
+        .headers()
+        .get("x-deadline-ms")
+        .map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .filter(|&ms| ms > 0)
+                .ok_or_else(|| {
+                    Outcome::invalid(
+                        "x-deadline-ms",
+                        "the X-Deadline-Ms header must be a positive integer",
+                    )
+                })
+        })
+        .transpose()?;
+    let (parts, bytes) = read_body(app, req).await?;
+    let request = api::parse_completion(&bytes)?;
+    let model = app
+        .catalog
+        .get(&request.model)
+        .map_err(|_| Outcome::ModelNotFound {
+            model: request.model.clone(),
+            known: app.catalog.models.iter().map(|m| m.name.clone()).collect(),
+        })?;
+    let tokenizer = model
+        .tokenizer
+        .clone()
+        .ok_or_else(|| Outcome::ModelNotLoaded {
+            model: model.name.clone(),
+        })?;
+    let prompt = tokenizer.encode(&request.prompt);
+    if prompt.len() > app.info.max_prompt as usize {
+        return Err(Outcome::invalid(
+            "prompt",
+            format!(
+                "the prompt is {} tokens; the fabric takes at most {}",
+                prompt.len(),
+                app.info.max_prompt
+            ),
+        ));
+    }
+    let max_tokens = request
+        .max_tokens
+        .unwrap_or(app.config.default_max_tokens.min(app.info.max_output));
+    if max_tokens > app.info.max_output {
+        return Err(Outcome::invalid(
+            "max_tokens",
+            format!(
+                "max_tokens {max_tokens} is beyond the fabric's limit of {}",
+                app.info.max_output
+            ),
+        ));
+    }
+    let timeout_ms = request
+        .deadline_ms
+        .or(header_deadline)
+        .unwrap_or(app.config.default_deadline_ms)
+        .min(app.config.max_deadline_ms);
+    let timeout = Duration::from_millis(timeout_ms);
+    let fake = Request::from_parts(parts, ());
+    let client = client_key(app, peer, &fake, request.user.as_deref());
+    // Admission: a permit now, or overloaded now.
+    let Ok(permit) = app.permits.clone().try_acquire_owned() else {
+        return Err(Outcome::Overloaded {
+            retry_after: app.published.retry_after(app.nominal_rate),
+            reason: format!("the queue is full ({} requests)", app.config.queue_capacity),
+        });
+    };
+    let id = app.next_id.fetch_add(1, Ordering::Relaxed);
+    let (tx, mut events) = mpsc::channel(max_tokens as usize + 8);
+    let adm = Admission {
+        id,
+        model: Arc::from(model.name.as_str()),
+        client,
+        prompt,
+        max_tokens,
+        temperature: request.temperature,
+        seed: request.seed.unwrap_or_else(|| random_seed(id)),
+        progress: request.stream || !request.stop.is_empty(),
+        stop_token: if request.ignore_eos {
+            fabric_hw::contract::NO_STOP_TOKEN
+        } else {
+            EOS
+        },
+        deadline: received + timeout,
+        timeout,
+        received,
+        events: tx,
+        permit: Some(permit),
+    };
+    let prompt_tokens = adm.prompt.len();
+    let model_name = adm.model.clone();
+    if app.admit.send(adm).await.is_err() {
+        return Err(Outcome::ShuttingDown);
+    }
+    let guard = CancelGuard {
+        id,
+        cancel: app.cancel.clone(),
+        metrics: app.metrics.clone(),
+        armed: true,
+    };
+    // The scheduler's first word: queued, or a typed refusal.
+    match events.recv().await {
+        Some(ReqEvent::Queued) => {}
+        Some(ReqEvent::Failed(o)) => {
+            let mut guard = guard;
+            guard.disarm();
+            return Err(o);
+        }
+        _ => return Err(Outcome::ShuttingDown),
+    }
+    app.metrics
+        .tokens_in
+        .fetch_add(prompt_tokens as u64, Ordering::Relaxed);
+    let started = Started {
+        id,
+        model: model_name,
+        tokenizer,
+        request,
+        prompt_tokens,
+        events,
+        guard,
+        received,
+    };
+    if started.request.stream {
+        Ok(stream_response(app, started))
+    } else {
+        Ok(whole_response(app, started).await)
+    }
+}
+
+/// The client's identity for fairness: the request's `user` if it names
+/// one, else the address (from `X-Forwarded-For` behind a trusted proxy).
+fn client_key(app: &App, peer: SocketAddr, req: &Request<()>, user: Option<&str>) -> Arc<str> {
+    let mut ip = peer.ip();
+    if app.config.trust_forwarded_for {
+        if let Some(fwd) = req
+            .headers()
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.trim().parse::<IpAddr>().ok())
+        {
+            ip = fwd;
+        }
+    }
+    let key = match user {
+        Some(u) if !u.is_empty() => format!("{ip}/{u}"),
+        _ => ip.to_string(),
+    };
+    Arc::from(key)
+}
+
+fn random_seed(id: u64) -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Tokens to text, through the stop sequences.
+struct Assembler {
+    tokenizer: Arc<fabric_model::Tokenizer>,
+    utf8: Utf8Decoder,
+    stops: StopMatcher,
+    tokens: usize,
+}
+
+impl Assembler {
+    fn new(tokenizer: Arc<fabric_model::Tokenizer>, stops: Vec<String>) -> Assembler {
+        Assembler {
+            tokenizer,
+            utf8: Utf8Decoder::default(),
+            stops: StopMatcher::new(stops),
+            tokens: 0,
+        }
+    }
+
+    fn push(&mut self, tokens: &[u32]) -> String {
+        if self.stops.stopped() {
+            return String::new();
+        }
+        self.tokens += tokens.len();
+        let bytes: Vec<u8> = tokens
+            .iter()
+            .filter(|&&t| t != EOS)
+            .flat_map(|&t| self.tokenizer.token_bytes(t).iter().copied())
+            .collect();
+        let text = self.utf8.push(&bytes);
+        self.stops.push(&text)
+    }
+
+    fn finish(&mut self) -> String {
+        if self.stops.stopped() {
+            return String::new();
+        }
+        let tail = self.utf8.finish();
+        let mut out = self.stops.push(&tail);
+        if !self.stops.stopped() {
+            out.push_str(&self.stops.finish());
+        }
+        out
+    }
+}
+
+async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
+    let mut asm = Assembler::new(s.tokenizer.clone(), s.request.stop.clone());
+    let mut text = String::new();
+    let mut slot = None;
+    let mut queued = Duration::ZERO;
+    let (finish, fabric_us) = loop {
+        match s.events.recv().await {
+            Some(ReqEvent::Started {
+                slot: sl,
+                queued: q,
+            }) => {
+                slot = Some(sl);
+                queued = q;
+                app.metrics.queue_wait.observe(q);
+            }
+            Some(ReqEvent::Tokens(t)) => {
+                text.push_str(&asm.push(&t));
+                if asm.stops.stopped() {
+                    // Stop sequence: free the context now.
+                    let _ = app.cancel.send(s.id);
+                    s.guard.disarm();
+                    break (Finish::Stop, 0);
+                }
+            }
+            Some(ReqEvent::Finished {
+                finish,
+                tokens,
+                fabric_us,
+                ..
+            }) => {
+                text.push_str(&asm.push(&tokens));
+                text.push_str(&asm.finish());
+                s.guard.disarm();
+                let finish = if asm.stops.stopped() {
+                    Finish::Stop
+                } else {
+                    finish
+                };
+                break (finish, fabric_us);
+            }
+            Some(ReqEvent::Failed(o)) => {
+                s.guard.disarm();
+                app.metrics.outcome(o.label());
+                return o.response();
+            }
+            Some(ReqEvent::Queued) => {}
+            None => {
+                s.guard.disarm();
+                return Outcome::ShuttingDown.response();
+            }
+        }
+    };
+    let finish = api::finish_reason(finish == Finish::Stop, finish == Finish::Length);
+    let elapsed = s.received.elapsed();
+    record_ok(app, asm.tokens, elapsed, fabric_us);
+    let body = api::completion_body(
+        &format!("cmpl-{:016x}", s.id),
+        unix_now(),
+        &s.model,
+        &text,
+        finish,
+        s.prompt_tokens,
+        asm.tokens,
+        json!({"slot": slot, "queue_ms": queued.as_secs_f64() * 1e3, "fabric_us": fabric_us}),
+    );
+    json_response(StatusCode::OK, &body)
+}
+
+fn record_ok(app: &App, tokens: usize, elapsed: Duration, fabric_us: u32) {
+    app.metrics.outcome("ok");
+    app.metrics
+        .tokens_out
+        .fetch_add(tokens as u64, Ordering::Relaxed);
+    app.metrics.latency.observe(elapsed);
+    if fabric_us > 0 {
+        app.metrics
+            .fabric_time
+            .observe(Duration::from_micros(fabric_us.into()));
+    }
+}
+
+fn stream_response(app: &Arc<App>, s: Started) -> Response<Body> {
+    let (tx, body) = body::channel(32);
+    let app = app.clone();
+    tokio::spawn(pump(app, s, tx));
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+fn sse(v: &serde_json::Value) -> Bytes {
+    Bytes::from(format!(
+        "data: {}\n\n",
+        serde_json::to_string(v).unwrap_or_default()
+    ))
+}
+
+/// Feeds one event stream; ends (and cancels) when the client goes away.
+async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
+    let id = format!("cmpl-{:016x}", s.id);
+    let created = unix_now();
+    let mut asm = Assembler::new(s.tokenizer.clone(), s.request.stop.clone());
+    let mut keepalive = tokio::time::interval(Duration::from_secs(15));
+    keepalive.tick().await;
+    let send = |tx: &mpsc::Sender<Bytes>, b: Bytes| {
+        let tx = tx.clone();
+        async move { tx.send(b).await.is_ok() }
+    };
+    loop {
+        let ev = tokio::select! {
+            ev = s.events.recv() => ev,
+            _ = tx.closed() => return, // the guard cancels
+            _ = keepalive.tick() => {
+                if !send(&tx, Bytes::from_static(b": keep-alive\n\n")).await { return }
+                continue;
+            }
+        };
+        match ev {
+            Some(ReqEvent::Started { queued, .. }) => app.metrics.queue_wait.observe(queued),
+            Some(ReqEvent::Queued) => {}
+            Some(ReqEvent::Tokens(t)) => {
+                let text = asm.push(&t);
+                let stopped = asm.stops.stopped();
+                if !text.is_empty()
+                    && !send(
+                        &tx,
+                        sse(&api::chunk_body(&id, created, &s.model, &text, None)),
+                    )
+                    .await
+                {
+                    return;
+                }
+                if stopped {
+                    let _ = app.cancel.send(s.id);
+                    s.guard.disarm();
+                    finish_stream(&app, &s, &tx, &id, created, "stop", asm.tokens, 0).await;
+                    return;
+                }
+            }
+            Some(ReqEvent::Finished {
+                finish,
+                tokens,
+                fabric_us,
+                ..
+            }) => {
+                let mut text = asm.push(&tokens);
+                text.push_str(&asm.finish());
+                s.guard.disarm();
+                if !text.is_empty()
+                    && !send(
+                        &tx,
+                        sse(&api::chunk_body(&id, created, &s.model, &text, None)),
+                    )
+                    .await
+                {
+                    return;
+                }
+                let reason = api::finish_reason(
+                    finish == Finish::Stop || asm.stops.stopped(),
+                    finish == Finish::Length,
+                );
+                finish_stream(&app, &s, &tx, &id, created, reason, asm.tokens, fabric_us).await;
+                return;
+            }
+            Some(ReqEvent::Failed(o)) => {
+                s.guard.disarm();
+                app.metrics.outcome(o.label());
+                let _ = send(&tx, o.sse()).await;
+                return;
+            }
+            None => {
+                s.guard.disarm();
+                let _ = send(&tx, Outcome::ShuttingDown.sse()).await;
+                return;
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn finish_stream(
+    app: &App,
+    s: &Started,
+    tx: &mpsc::Sender<Bytes>,
+    id: &str,
+    created: u64,
+    reason: &str,
+    tokens: usize,
+    fabric_us: u32,
+) {
+    let mut last = api::chunk_body(id, created, &s.model, "", Some(reason));
+    if s.request.include_usage {
+        last["usage"] = json!({
+            "prompt_tokens": s.prompt_tokens,
+            "completion_tokens": tokens,
+            "total_tokens": s.prompt_tokens + tokens,
+        });
+    }
+    let ok = tx.send(sse(&last)).await.is_ok()
+        && tx
+            .send(Bytes::from_static(b"data: [DONE]\n\n"))
+            .await
+            .is_ok();
+    if ok {
+        record_ok(app, tokens, s.received.elapsed(), fabric_us);
+    } else {
+        app.metrics.outcome("cancelled");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_assembler_cuts_at_stops_and_skips_end_of_text() {
+        let tok = Arc::new(fabric_model::Tokenizer::new(vec![
+            b" world".to_vec(),
+            b"\n".to_vec(),
+        ]));
+        let hello: Vec<u32> = b"hello".iter().map(|&b| u32::from(b)).collect();
+        let mut a = Assembler::new(tok.clone(), vec!["\n".into()]);
+        assert_eq!(a.push(&hello), "hello");
+        assert_eq!(a.push(&[257, EOS]), " world");
+        assert_eq!(a.push(&[258, 257]), "");
+        assert!(a.stops.stopped());
+    }
+}

@@ -1,0 +1,168 @@
+//! An in-process daemon over an in-process simulator, and a minimal HTTP
+//! client, for the serving tests.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use fabric_sim::{SimConfig, Simulator};
+use fabricd::config::Config;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+pub fn bitstreams() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bitstreams")
+}
+
+pub struct Daemon {
+    pub addr: SocketAddr,
+    pub sim: Simulator,
+    pub shutdown: CancellationToken,
+    pub task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// A simulator (kjv in slot 0, fortunes in slot 1) and a daemon on
+    /// 127.0.0.1:0.
+    pub async fn start(
+        sim_tweak: impl FnOnce(&mut SimConfig),
+        config_tweak: impl FnOnce(&mut Config),
+    ) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut sc = SimConfig::for_root(dir.path());
+        sc.firmware = Some(bitstreams());
+        sc.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
+        sc.time_scale = 1.0;
+        sim_tweak(&mut sc);
+        let sim = Simulator::start(sc).expect("simulator");
+        let mut config = Config {
+            root: dir.path().to_owned(),
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            ..Config::default()
+        };
+        config_tweak(&mut config);
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(fabricd::serve::run(config, listener, shutdown.clone()));
+        let d = Daemon {
+            addr,
+            sim,
+            shutdown,
+            task: Some(task),
+            dir,
+        };
+        d.wait_ready().await;
+        d
+    }
+
+    async fn wait_ready(&self) {
+        let start = Instant::now();
+        loop {
+            if let Ok(r) = get(self.addr, "/readyz").await {
+                if r.status == 200 {
+                    return;
+                }
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the daemon did not become ready"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(t) = self.task.take() {
+            t.await.expect("join").expect("serve ended cleanly");
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: hyper::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn error_type(&self) -> String {
+        self.json()["error"]["type"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One request on a fresh connection.
+pub async fn request(addr: SocketAddr, req: Request<Full<Bytes>>) -> hyper::Result<Reply> {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let resp = sender.send_request(req).await?;
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await?.to_bytes();
+    Ok(Reply {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body,
+    })
+}
+
+pub async fn get(addr: SocketAddr, path: &str) -> hyper::Result<Reply> {
+    let req = Request::get(path)
+        .header("host", "test")
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    request(addr, req).await
+}
+
+pub async fn post_json(addr: SocketAddr, body: serde_json::Value) -> Reply {
+    post_raw(
+        addr,
+        "application/json",
+        serde_json::to_vec(&body).expect("json"),
+    )
+    .await
+}
+
+pub async fn post_raw(addr: SocketAddr, content_type: &str, body: Vec<u8>) -> Reply {
+    let req = Request::post("/v1/completions")
+        .header("host", "test")
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)))
+        .expect("request");
+    request(addr, req).await.expect("response")
+}
+
+/// Polls `cond` until it holds, or fails the test after `timeout`.
+pub async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}

@@ -1,0 +1,386 @@
+//! The HTTP endpoint over the simulated fabric: results, typed outcomes,
+//! bad input, cancellation, connection limits.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{get, post_json, post_raw, wait_for, Daemon};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn long(model: &str, tokens: u32) -> serde_json::Value {
+    json!({"model": model, "prompt": "In the beginning", "max_tokens": tokens, "seed": 1, "ignore_eos": true})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completes_with_usage_and_is_deterministic() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |_| {}).await;
+    let body = json!({"model": "kjv", "prompt": "And God said", "max_tokens": 12, "seed": 9});
+    let a = post_json(d.addr, body.clone()).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let v = a.json();
+    assert_eq!(v["object"], "text_completion");
+    assert_eq!(v["model"], "kjv");
+    let text = v["choices"][0]["text"].as_str().expect("text").to_owned();
+    assert!(!text.is_empty());
+    assert!(["length", "stop"].contains(&v["choices"][0]["finish_reason"].as_str().unwrap_or("")));
+    assert_eq!(v["usage"]["prompt_tokens"], 3);
+    let b = post_json(d.addr, body).await;
+    assert_eq!(b.json()["choices"][0]["text"], text.as_str());
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_server_sent_events_ending_in_done() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |_| {}).await;
+    let whole = post_json(
+        d.addr,
+        json!({"model": "kjv", "prompt": "And God said", "max_tokens": 10, "seed": 4}),
+    )
+    .await;
+    let streamed = post_json(
+        d.addr,
+        json!({"model": "kjv", "prompt": "And God said", "max_tokens": 10, "seed": 4, "stream": true,
+               "stream_options": {"include_usage": true}}),
+    )
+    .await;
+    assert_eq!(streamed.status, 200);
+    assert_eq!(streamed.headers["content-type"], "text/event-stream");
+    let text = streamed.text();
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let mut joined = String::new();
+    let mut last = serde_json::Value::Null;
+    for line in text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|l| *l != "[DONE]")
+    {
+        let v: serde_json::Value = serde_json::from_str(line).expect("chunk json");
+        joined.push_str(v["choices"][0]["text"].as_str().unwrap_or(""));
+        last = v;
+    }
+    assert_eq!(
+        joined,
+        whole.json()["choices"][0]["text"].as_str().expect("text")
+    );
+    assert!(last["choices"][0]["finish_reason"].is_string());
+    assert_eq!(last["usage"]["prompt_tokens"], 3);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_sequences_cut_the_text_and_free_the_context() {
+    // Real time: the 200 tokens would take 380 ms, so the cancel lands first.
+    let d = Daemon::start(|_| {}, |_| {}).await;
+    let free = post_json(d.addr, json!({"model": "kjv", "prompt": "And God said", "max_tokens": 40, "seed": 2, "ignore_eos": true})).await;
+    let text = free.json()["choices"][0]["text"]
+        .as_str()
+        .expect("text")
+        .to_owned();
+    // Stop at the first space after the first word.
+    let stop = " ";
+    let cut = &text[..text[1..].find(stop).expect("a space") + 1];
+    let r = post_json(
+        d.addr,
+        json!({"model": "kjv", "prompt": "And God said", "max_tokens": 200, "seed": 2, "ignore_eos": true, "stop": [stop]}),
+    )
+    .await;
+    let v = r.json();
+    assert_eq!(v["choices"][0]["text"], cut);
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    wait_for(
+        "the cut request's context to be freed",
+        Duration::from_secs(5),
+        || d.sim.counters().cancelled == 1 && d.sim.counters().active == 0,
+    )
+    .await;
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_the_surplus_is_overloaded() {
+    const K: usize = 8;
+    const M: usize = 5;
+    // Real time: 100 tokens take 190 ms, so nothing finishes while the
+    // K + M requests arrive.
+    let d = Daemon::start(|_| {}, |c| c.queue_capacity = K).await;
+    let addr = d.addr;
+    let tasks: Vec<_> = (0..K + M)
+        .map(|_| tokio::spawn(async move { post_json(addr, long("kjv", 100)).await }))
+        .collect();
+    let mut ok = 0;
+    let mut overloaded = 0;
+    for t in tasks {
+        let r = t.await.expect("join");
+        match r.status {
+            200 => ok += 1,
+            429 => {
+                assert_eq!(r.error_type(), "overloaded");
+                let ms: u64 = r.headers["retry-after-ms"]
+                    .to_str()
+                    .expect("ascii")
+                    .parse()
+                    .expect("number");
+                assert!(ms > 0);
+                let secs: u64 = r.headers["retry-after"]
+                    .to_str()
+                    .expect("ascii")
+                    .parse()
+                    .expect("number");
+                assert!(secs >= 1);
+                overloaded += 1;
+            }
+            other => panic!("unexpected status {other}: {}", r.text()),
+        }
+    }
+    assert_eq!((ok, overloaded), (K, M));
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_gives_deadline_exceeded_and_frees_the_fabric() {
+    let d = Daemon::start(|_| {}, |_| {}).await;
+    // Running past its deadline.
+    let mut body = long("kjv", 200);
+    body["deadline_ms"] = json!(60);
+    let r = post_json(d.addr, body).await;
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert_eq!(r.error_type(), "deadline_exceeded");
+    assert_eq!(r.headers["x-should-retry"], "false");
+    wait_for("the fabric to cancel it", Duration::from_secs(5), || {
+        d.sim.counters().cancelled == 1
+    })
+    .await;
+    // Queued past its deadline: fill slot 0's four contexts first.
+    let addr = d.addr;
+    let fill: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(async move { post_json(addr, long("kjv", 100)).await }))
+        .collect();
+    wait_for("four running", Duration::from_secs(5), || {
+        d.sim.counters().active == 4
+    })
+    .await;
+    let mut body = long("kjv", 5);
+    body["deadline_ms"] = json!(30);
+    let r = post_json(d.addr, body).await;
+    assert_eq!(r.status, 504);
+    for f in fill {
+        assert_eq!(f.await.expect("join").status, 200);
+    }
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_disconnects_frees_its_context_at_once() {
+    let d = Daemon::start(|_| {}, |_| {}).await;
+    for stream in [false, true] {
+        let before = d.sim.counters().cancelled;
+        let mut body = long("kjv", 256);
+        body["stream"] = json!(stream);
+        let bytes = serde_json::to_vec(&body).expect("json");
+        let mut sock = tokio::net::TcpStream::connect(d.addr)
+            .await
+            .expect("connect");
+        let head = format!(
+            "POST /v1/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            bytes.len()
+        );
+        sock.write_all(head.as_bytes()).await.expect("write");
+        sock.write_all(&bytes).await.expect("write");
+        wait_for("the request to run", Duration::from_secs(5), || {
+            d.sim.counters().active == 1
+        })
+        .await;
+        drop(sock);
+        let start = std::time::Instant::now();
+        wait_for("the context to be freed", Duration::from_secs(2), || {
+            let c = d.sim.counters();
+            c.cancelled == before + 1 && c.active == 0
+        })
+        .await;
+        // 256 tokens take 486 ms: freed long before it would have finished.
+        assert!(
+            start.elapsed() < Duration::from_millis(200),
+            "stream={stream}: {:?}",
+            start.elapsed()
+        );
+    }
+    let m = get(d.addr, "/metrics").await.expect("metrics").text();
+    assert!(
+        m.contains("fabricd_requests_total{outcome=\"cancelled\"} 2"),
+        "{m}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bad_input_gets_its_typed_answer() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |c| c.body_limit = 4096).await;
+    let a = d.addr;
+    let cases: Vec<(common::Reply, u16, &str)> = vec![
+        (
+            post_raw(a, "application/json", b"{nope".to_vec()).await,
+            400,
+            "invalid_json",
+        ),
+        (
+            post_raw(a, "application/json", b"{\"model\":\"\xff\"}".to_vec()).await,
+            400,
+            "invalid_utf8",
+        ),
+        (
+            post_raw(a, "application/json", vec![b' '; 5000]).await,
+            413,
+            "body_too_large",
+        ),
+        (
+            post_raw(a, "text/plain", b"{}".to_vec()).await,
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            post_json(a, json!({"model": "nope", "prompt": "x"})).await,
+            404,
+            "model_not_found",
+        ),
+        (
+            post_json(a, json!({"model": "kjv", "prompt": ""})).await,
+            400,
+            "invalid_value",
+        ),
+        (
+            post_json(a, json!({"model": "kjv", "prompt": "x ".repeat(1100)})).await,
+            400,
+            "invalid_value",
+        ),
+        (
+            post_json(a, json!({"model": "kjv", "prompt": "x", "max_tokens": 0})).await,
+            400,
+            "invalid_value",
+        ),
+        (
+            post_json(
+                a,
+                json!({"model": "kjv", "prompt": "x", "max_tokens": 100000}),
+            )
+            .await,
+            400,
+            "invalid_value",
+        ),
+        (
+            post_json(a, json!({"prompt": "x"})).await,
+            400,
+            "missing_required_parameter",
+        ),
+    ];
+    for (i, (r, status, code)) in cases.iter().enumerate() {
+        assert_eq!(r.status, *status, "case {i}: {}", r.text());
+        assert_eq!(r.json()["error"]["code"], *code, "case {i}: {}", r.text());
+        assert!(r.json()["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
+    }
+    let params: Vec<_> = cases
+        .iter()
+        .map(|(r, _, _)| r.json()["error"]["param"].clone())
+        .collect();
+    assert_eq!(params[4], "model");
+    assert_eq!(params[5], "prompt");
+    assert_eq!(params[6], "prompt");
+    assert_eq!(params[7], "max_tokens");
+    assert_eq!(params[8], "max_tokens");
+    let r = get(a, "/v2/nothing").await.expect("404");
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].as_str()),
+        (404, Some("unknown_url"))
+    );
+    let r = get(a, "/v1/completions").await.expect("405");
+    assert_eq!(r.status, 405);
+    assert_eq!(r.headers["allow"], "POST");
+    // And it still serves everyone else.
+    let r = post_json(a, json!({"model": "kjv", "prompt": "x", "max_tokens": 2})).await;
+    assert_eq!(r.status, 200);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_health_readiness_and_metrics() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |_| {}).await;
+    let m = get(d.addr, "/v1/models").await.expect("models").json();
+    let ids: Vec<_> = m["data"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|x| x["id"].clone())
+        .collect();
+    assert_eq!(ids, vec![json!("kjv"), json!("fortunes")]);
+    assert_eq!(m["data"][0]["slots"][0]["state"], "ready");
+    assert_eq!(get(d.addr, "/healthz").await.expect("health").status, 200);
+    let r = get(d.addr, "/readyz").await.expect("ready").json();
+    assert_eq!(r["ready"], true);
+    assert_eq!(r["models"]["kjv"], "ready");
+    post_json(
+        d.addr,
+        json!({"model": "kjv", "prompt": "x", "max_tokens": 3}),
+    )
+    .await;
+    let text = get(d.addr, "/metrics").await.expect("metrics").text();
+    for needle in [
+        "fabricd_queue_depth 0",
+        "fabricd_requests_total{outcome=\"ok\"} 1",
+        "fabricd_tokens_total{direction=\"out\"} 3",
+        "fabricd_request_duration_seconds_count 1",
+        "fabricd_slot_state{slot=\"0\",model=\"kjv\"} 2",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_cap_answers_overloaded() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |c| c.max_connections = 2).await;
+    // Two idle connections take the cap. The accept loop takes connections
+    // in order and a permit with each, so the third is over the cap.
+    let _a = tokio::net::TcpStream::connect(d.addr).await.expect("a");
+    let _b = tokio::net::TcpStream::connect(d.addr).await.expect("b");
+    let r = post_json(
+        d.addr,
+        json!({"model": "kjv", "prompt": "x", "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert_eq!(r.error_type(), "overloaded");
+    assert_eq!(r.headers["connection"], "close");
+    drop(_a);
+    drop(_b);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_are_cut_off() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |c| c.header_read_timeout_ms = 300).await;
+    let mut sock = tokio::net::TcpStream::connect(d.addr)
+        .await
+        .expect("connect");
+    sock.write_all(b"POST /v1/completions HTTP/1.1\r\nhost: t\r\n")
+        .await
+        .expect("write");
+    let start = std::time::Instant::now();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), sock.read_to_end(&mut buf)).await;
+    assert!(
+        read.is_ok(),
+        "the server must close a connection that never finishes its header"
+    );
+    assert!(start.elapsed() >= Duration::from_millis(250));
+    // Meanwhile others are served.
+    let r = post_json(
+        d.addr,
+        json!({"model": "kjv", "prompt": "x", "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    d.stop().await;
+}
