@@ -26,8 +26,11 @@ pub const VERSION_MINOR: u16 = 0;
 pub const WINDOW_LEN: usize = 0x800;
 /// Most PR slots a shell can have.
 pub const MAX_SLOTS: usize = 8;
-/// Most decode contexts per slot.
+/// Most decode lanes (requests computed at once) per slot.
 pub const MAX_LANES: usize = 32;
+/// Most contexts (requests held: decoding, or accepted and waiting for a
+/// lane) per slot.
+pub const MAX_CONTEXTS: usize = 32;
 /// Size of a submission descriptor.
 pub const SQE_LEN: usize = 64;
 /// Size of a completion entry.
@@ -48,7 +51,8 @@ register_bitfields![u32,
     ],
     pub CAPS [
         SLOTS OFFSET(0) NUMBITS(4) [],
-        LANES OFFSET(4) NUMBITS(8) []
+        LANES OFFSET(4) NUMBITS(8) [],
+        CONTEXTS OFFSET(12) NUMBITS(8) []
     ],
     pub CONTROL [
         ENABLE OFFSET(0) NUMBITS(1) [],
@@ -722,7 +726,7 @@ mod tests {
 
     #[test]
     fn the_last_register_fits_the_window() {
-        let last = reg_ctx_cancel(MAX_SLOTS * MAX_LANES - 1);
+        let last = reg_ctx_cancel(MAX_SLOTS * MAX_CONTEXTS - 1);
         assert!(last.offset() + 4 <= WINDOW_LEN);
         assert!(SlotRegs::of(MAX_SLOTS - 1).hash_word(7).offset() < 0x400);
     }

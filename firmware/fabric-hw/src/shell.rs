@@ -91,8 +91,12 @@ pub struct ShellInfo {
     pub version_major: u16,
     pub version_minor: u16,
     pub slots: usize,
-    /// Decode contexts per slot.
+    /// Requests a slot computes at once.
     pub lanes: usize,
+    /// Requests a slot holds at once: `lanes` decoding, the rest accepted
+    /// and waiting on-chip for a lane, so a lane never idles while the host
+    /// turns a completion into the next submission.
+    pub contexts_per_slot: usize,
     pub max_prompt: u32,
     pub max_output: u32,
     pub interface_id: u32,
@@ -103,12 +107,24 @@ pub struct ShellInfo {
 impl ShellInfo {
     /// Contexts across all slots.
     pub fn contexts(&self) -> usize {
-        self.slots * self.lanes
+        self.slots * self.contexts_per_slot
     }
 
     /// The slot that context `ctx` belongs to.
     pub fn slot_of(&self, ctx: u16) -> u8 {
-        (usize::from(ctx) / self.lanes) as u8
+        (usize::from(ctx) / self.contexts_per_slot) as u8
+    }
+
+    /// Completions per second one slot can do for requests of this shape.
+    pub fn slot_rate(&self, prompt_tokens: u32, output_tokens: u32) -> f64 {
+        let t = self
+            .service_time(prompt_tokens, output_tokens)
+            .as_secs_f64();
+        if t > 0.0 {
+            self.lanes as f64 / t
+        } else {
+            f64::INFINITY
+        }
     }
 
     /// The fabric's own time for one request, from its timing registers.
@@ -199,6 +215,12 @@ impl Shell {
         let caps = REG_CAPS.read(&*regs);
         let slots = caps.read(CAPS::SLOTS) as usize;
         let lanes = caps.read(CAPS::LANES) as usize;
+        // CONTEXTS reads 0 on a shell without an on-chip queue: one context
+        // per lane.
+        let contexts_per_slot = match caps.read(CAPS::CONTEXTS) as usize {
+            0 => lanes,
+            n => n,
+        };
         let caps_err = |problem: String| ShellError::Caps {
             device: path.clone(),
             value: caps.get(),
@@ -214,11 +236,17 @@ impl Shell {
                 "LANES is {lanes}, the contract allows 1..={MAX_LANES}"
             )));
         }
+        if !(lanes..=MAX_CONTEXTS).contains(&contexts_per_slot) {
+            return Err(caps_err(format!(
+                "CONTEXTS is {contexts_per_slot}, the contract allows LANES ({lanes})..={MAX_CONTEXTS}"
+            )));
+        }
         let info = ShellInfo {
             version_major: major,
             version_minor: minor,
             slots,
             lanes,
+            contexts_per_slot,
             max_prompt: REG_MAX_PROMPT.get(&*regs),
             max_output: REG_MAX_OUTPUT.get(&*regs),
             interface_id: REG_INTERFACE_ID.get(&*regs),
@@ -911,6 +939,7 @@ mod tests {
             version_minor: 0,
             slots: 2,
             lanes: 4,
+            contexts_per_slot: 4,
             max_prompt: 1000,
             max_output: 250,
             interface_id: 0,

@@ -24,9 +24,13 @@ pub struct SimConfig {
     /// PR slots in the shell.
     #[arg(long, default_value_t = 2)]
     pub slots: u8,
-    /// Decode contexts per slot.
+    /// Requests a slot decodes at once.
     #[arg(long, default_value_t = 4)]
     pub lanes: u8,
+    /// Requests a slot holds at once (decoding, or waiting on-chip for a
+    /// lane); 0 means twice the lanes.
+    #[arg(long, default_value_t = 0)]
+    pub contexts: u8,
     /// Most prompt tokens a request may carry.
     #[arg(long, default_value_t = 1024)]
     pub max_prompt: u32,
@@ -118,6 +122,14 @@ impl SimConfig {
     /// The simulated fabric's time per output token.
     pub fn decode(&self) -> Duration {
         self.scaled(Duration::from_micros(self.decode_us))
+    }
+
+    /// Contexts per slot.
+    pub fn contexts_per_slot(&self) -> usize {
+        match self.contexts {
+            0 => usize::from(self.lanes) * 2,
+            n => usize::from(n),
+        }
     }
 
     /// `(major, minor)` of `--shell-version`.

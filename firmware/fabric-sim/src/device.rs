@@ -45,7 +45,12 @@ struct Slot {
     loaded: Option<Loaded>,
     loads: u32,
     quiesce: bool,
+    /// Contexts holding a request.
     active: u32,
+    /// Lanes decoding.
+    running: usize,
+    /// Accepted contexts waiting for a lane, in order.
+    waiting: VecDeque<usize>,
     /// Registers need rewriting.
     dirty: bool,
 }
@@ -54,8 +59,13 @@ struct Slot {
 struct Ctx {
     tag: u32,
     slot: usize,
+    /// When the descriptor was accepted.
     started: Instant,
+    /// Whether it has a lane (else it waits in its slot's on-chip queue).
+    running: bool,
+    /// When its next token is due (meaningful while running).
     next_due: Instant,
+    prompt_len: u32,
     generator: Generator,
     model: Arc<Model>,
     produced: u32,
@@ -140,7 +150,7 @@ pub struct Fabric {
 impl Fabric {
     /// A powered-on fabric over the register file and the CPU view.
     pub fn new(config: SimConfig, regs: Mmio, cpu_view: DmaBuf) -> Fabric {
-        let contexts = usize::from(config.slots) * usize::from(config.lanes);
+        let contexts = usize::from(config.slots) * config.contexts_per_slot();
         let mut f = Fabric {
             dram: vec![0u8; config.dma_size as usize],
             regs,
@@ -181,7 +191,12 @@ impl Fabric {
         let r = &self.regs;
         REG_MAGIC.device_write(r, c.shell_magic);
         REG_VERSION.device_write(r, (u32::from(major) << 16) | u32::from(minor));
-        REG_CAPS.device_write(r, u32::from(c.slots & 0xF) | (u32::from(c.lanes) << 4));
+        REG_CAPS.device_write(
+            r,
+            u32::from(c.slots & 0xF)
+                | (u32::from(c.lanes) << 4)
+                | ((c.contexts_per_slot() as u32) << 12),
+        );
         REG_MAX_PROMPT.device_write(r, c.max_prompt);
         REG_MAX_OUTPUT.device_write(r, c.max_output);
         REG_INTERFACE_ID.device_write(r, c.interface_id);
@@ -423,6 +438,8 @@ impl Fabric {
             }
             for s in self.slots.iter_mut() {
                 s.active = 0;
+                s.running = 0;
+                s.waiting.clear();
                 s.dirty = true;
             }
             self.pending.clear();
@@ -463,6 +480,8 @@ impl Fabric {
         }
         for s in self.slots.iter_mut() {
             s.active = 0;
+            s.running = 0;
+            s.waiting.clear();
             s.dirty = true;
         }
         self.counters.active = 0;
@@ -558,14 +577,14 @@ impl Fabric {
 
     fn accept(&mut self, sqe: Sqe, seq: u32, now: Instant) {
         let c = &self.config;
-        let lanes = usize::from(c.lanes);
+        let per_slot = c.contexts_per_slot();
         let ctx = usize::from(sqe.ctx);
         let slot = usize::from(sqe.slot);
         let valid = sqe.opcode == OP_GENERATE
             && sqe.tag != 0
             && ctx < self.ctxs.len()
             && slot < self.slots.len()
-            && ctx / lanes == slot
+            && ctx / per_slot == slot
             && (1..=c.max_prompt).contains(&sqe.prompt_len)
             && (1..=c.max_output).contains(&sqe.max_tokens)
             && sqe.output_cap >= sqe.max_tokens;
@@ -594,14 +613,15 @@ impl Fabric {
         let len = sqe.prompt_len as usize;
         self.coherent_in(prompt_at, prompt_at + len * 4);
         let prompt: Vec<u32> = (0..len).map(|i| self.dram_u32(prompt_at + i * 4)).collect();
-        let first = self.config.prefill() * sqe.prompt_len + self.config.decode();
         let hung = take(&mut self.faults.hang);
         let corrupt = take(&mut self.faults.corrupt);
         self.ctxs[ctx] = Some(Ctx {
             tag: sqe.tag,
             slot,
             started: now,
-            next_due: now + first,
+            running: false,
+            next_due: now,
+            prompt_len: sqe.prompt_len,
             generator: model.start(&prompt, sqe.seed, sqe.temperature),
             model,
             produced: 0,
@@ -615,8 +635,30 @@ impl Fabric {
         });
         self.slots[slot].active += 1;
         self.slots[slot].dirty = true;
+        self.slots[slot].waiting.push_back(ctx);
         self.counters.submitted = self.counters.submitted.wrapping_add(1);
         self.counters.active += 1;
+        self.start_waiting(slot, now);
+    }
+
+    /// Gives free lanes of `slot` to its waiting contexts, in order.
+    fn start_waiting(&mut self, slot: usize, now: Instant) {
+        let lanes = usize::from(self.config.lanes);
+        while self.slots[slot].running < lanes {
+            let Some(i) = self.slots[slot].waiting.pop_front() else {
+                break;
+            };
+            let (prefill, decode) = (self.config.prefill(), self.config.decode());
+            if let Some(c) = self.ctxs[i].as_mut() {
+                // A lane freed at `now` (the instant the previous request's
+                // last token was due) starts this one then, unless it
+                // arrived later: back to back, as hardware would.
+                let start = now.max(c.started);
+                c.running = true;
+                c.next_due = start + prefill * c.prompt_len + decode;
+                self.slots[slot].running += 1;
+            }
+        }
     }
 
     fn cancels(&mut self, now: Instant) {
@@ -635,13 +677,14 @@ impl Fabric {
         let decode = self.config.decode();
         for i in 0..self.ctxs.len() {
             while let Some(c) = self.ctxs[i].as_mut() {
-                if c.hung || c.next_due > now {
+                if c.hung || !c.running || c.next_due > now {
                     break;
                 }
                 let token = c.generator.step(&c.model);
                 let at = c.output + c.produced as usize * 4;
                 c.crc.update(&token.to_le_bytes());
                 c.produced += 1;
+                let due = c.next_due;
                 c.next_due += decode;
                 let (produced, stream, tag) = (c.produced, c.stream, c.tag);
                 let done = if token == c.stop_token {
@@ -656,7 +699,7 @@ impl Fabric {
                 self.counters.tokens = self.counters.tokens.wrapping_add(1);
                 match done {
                     Some(finish) => {
-                        self.finish(i, CqeStatus::Ok, finish, now);
+                        self.finish(i, CqeStatus::Ok, finish, due);
                         break;
                     }
                     None if stream => self.pending.push_back(Cqe {
@@ -687,6 +730,11 @@ impl Fabric {
         }
         let slot = &mut self.slots[c.slot];
         slot.active = slot.active.saturating_sub(1);
+        if c.running {
+            slot.running = slot.running.saturating_sub(1);
+        } else {
+            slot.waiting.retain(|&w| w != i);
+        }
         self.counters.active = self.counters.active.saturating_sub(1);
         match status {
             CqeStatus::Ok => self.counters.completed = self.counters.completed.wrapping_add(1),
@@ -710,6 +758,7 @@ impl Fabric {
             finish,
         });
         self.write_slot(c.slot);
+        self.start_waiting(c.slot, now);
     }
 
     fn post_pending(&mut self) {

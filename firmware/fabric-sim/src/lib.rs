@@ -118,6 +118,13 @@ impl Simulator {
                 fabric_hw::contract::MAX_SLOTS
             )));
         }
+        let cps = config.contexts_per_slot();
+        if cps < usize::from(config.lanes) || cps > fabric_hw::contract::MAX_CONTEXTS {
+            return Err(SimError::Config(format!(
+                "--contexts must be between --lanes and {}",
+                fabric_hw::contract::MAX_CONTEXTS
+            )));
+        }
         if config.lanes == 0 || usize::from(config.lanes) > fabric_hw::contract::MAX_LANES {
             return Err(SimError::Config(format!(
                 "--lanes must be 1..={}",

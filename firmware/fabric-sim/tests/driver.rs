@@ -216,9 +216,10 @@ async fn a_request_for_a_slot_that_is_not_ready_gets_a_typed_answer() {
     let mut h = host(&sim);
     let mut irq = h.shell.device().irq().expect("irq");
     irq.unmask().expect("unmask");
-    // Slot 1 is empty: context 4 belongs to it.
+    // Slot 1 is empty: its first context follows slot 0's.
+    let ctx = h.shell.info().contexts_per_slot as u16;
     h.rings
-        .submit(&h.shell, &[sub(11, 4, 3, false)])
+        .submit(&h.shell, &[sub(11, ctx, 3, false)])
         .expect("submit");
     let all = until_done(&mut irq, &h.shell, &mut h.rings, 11).await;
     assert!(matches!(

@@ -255,7 +255,8 @@ impl Driver {
         events: mpsc::Sender<DriverEvent>,
     ) -> Result<(), ShellError> {
         let mut batch = Vec::new();
-        let mut watchdog = tokio::time::interval(WATCHDOG);
+        let mut watchdog =
+            tokio::time::interval_at(tokio::time::Instant::now() + WATCHDOG, WATCHDOG);
         watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {

@@ -253,7 +253,7 @@ fn generate(
         if tokens.is_empty() {
             bail!("the prompt is empty");
         }
-        let ctx = slot.index as u16 * attached.shell.info().lanes as u16;
+        let ctx = slot.index as u16 * attached.shell.info().contexts_per_slot as u16;
         let (driver, _shell, _topo) = Driver::new(attached);
         let (cmd_tx, cmd_rx) = mpsc::channel(16);
         let (ev_tx, mut ev_rx) = mpsc::channel(256);
@@ -356,8 +356,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
+        let listener = fabricd::serve::listen(config.listen)
             .with_context(|| format!("listening on {}", config.listen))?;
         log::info!("serve: listening on http://{}", listener.local_addr()?);
         let shutdown = tokio_util::sync::CancellationToken::new();

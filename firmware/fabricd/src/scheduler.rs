@@ -620,6 +620,7 @@ pub async fn run(mut state: State, mut ch: Channels, published: Arc<Published>) 
     };
     let mut cmds = Vec::new();
     let mut admitting = true;
+    publish(&state, &published);
     loop {
         let deadline = state.next_deadline();
         let mut completions = 0;

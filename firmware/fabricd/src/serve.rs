@@ -111,7 +111,7 @@ pub async fn run(
     let (control_tx, control_rx) = mpsc::channel(64);
     let published = Arc::new(Published::default());
     let metrics = Arc::new(Metrics::default());
-    let state = State::new(views, info.lanes);
+    let state = State::new(views, info.contexts_per_slot);
     let sched_task = tokio::spawn(scheduler::run(
         state,
         Channels {
@@ -123,9 +123,9 @@ pub async fn run(
         },
         published.clone(),
     ));
-    // The nominal rate: every context busy with a typical 8-token request.
-    let typical = info.service_time(16, 8).as_secs_f64().max(1e-4);
-    let nominal_rate = info.contexts() as f64 / typical;
+    // The nominal rate, before any completion was measured: every slot busy
+    // with typical speculative-typing requests.
+    let nominal_rate = (info.slot_rate(16, 8) * info.slots as f64).min(1e6);
     let app = Arc::new(App {
         config: config.clone(),
         catalog,
@@ -201,6 +201,20 @@ pub async fn run(
     }
     log::info!("serve: stopped");
     Ok(())
+}
+
+/// Binds the HTTP listener with a backlog for thousands of connections
+/// arriving at once (tokio's default is 1,024; the kernel caps it at
+/// `net.core.somaxconn`).
+pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(8192)
 }
 
 /// Resolves once SIGTERM or SIGINT arrives.

@@ -295,7 +295,16 @@ fn readyz(app: &App) -> Response<Body> {
     let ready = !app.shutting_down.load(Ordering::Relaxed) && models.values().any(|v| v == "ready");
     let body = json!({
         "ready": ready,
-        "fabric": if app.shell.magic_ok() { "attached" } else { "dark" },
+        "fabric": {
+            "state": if app.shell.magic_ok() { "attached" } else { "dark" },
+            "slots": app.info.slots,
+            "lanes": app.info.lanes,
+            "contexts_per_slot": app.info.contexts_per_slot,
+            "prefill_ns": app.info.prefill_ns,
+            "decode_ns": app.info.decode_ns,
+            "max_prompt": app.info.max_prompt,
+            "max_output": app.info.max_output,
+        },
         "models": models,
         "slots": slots,
         "queue_depth": app.published.queued.load(Ordering::Relaxed),

@@ -320,11 +320,12 @@ async fn models_health_readiness_and_metrics() {
     let r = get(d.addr, "/readyz").await.expect("ready").json();
     assert_eq!(r["ready"], true);
     assert_eq!(r["models"]["kjv"], "ready");
-    post_json(
+    let r = post_json(
         d.addr,
-        json!({"model": "kjv", "prompt": "x", "max_tokens": 3}),
+        json!({"model": "kjv", "prompt": "x", "max_tokens": 3, "seed": 1, "ignore_eos": true}),
     )
     .await;
+    assert_eq!(r.status, 200);
     let text = get(d.addr, "/metrics").await.expect("metrics").text();
     for needle in [
         "fabricd_queue_depth 0",

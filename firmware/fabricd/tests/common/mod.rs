@@ -47,9 +47,7 @@ impl Daemon {
             ..Config::default()
         };
         config_tweak(&mut config);
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .expect("bind");
+        let listener = fabricd::serve::listen(config.listen).expect("bind");
         let addr = listener.local_addr().expect("addr");
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(fabricd::serve::run(config, listener, shutdown.clone()));
