@@ -76,6 +76,14 @@ pub struct ImageEntry {
     pub sha256: String,
     pub part: String,
     pub slots: Vec<u8>,
+    /// `partial` (a PR slot's module) or `full` (the whole device, shell
+    /// included, for kernels without configfs overlays).
+    #[serde(default = "partial")]
+    pub kind: String,
+}
+
+fn partial() -> String {
+    "partial".into()
 }
 
 /// A model of the catalog.

@@ -66,8 +66,40 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Length of a stats window, e.g. "30m", "10s".
     pub stats_window: String,
+    /// How often the open window is written to the card.
+    pub stats_checkpoint: String,
+    /// Size at which the stats log is rotated.
+    pub stats_max_bytes: u64,
     /// The simulator, for `--sim`.
     pub sim: SimSettings,
+    /// Model rotation.
+    pub rotation: RotationSettings,
+}
+
+/// Model rotation settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RotationSettings {
+    /// The schedule: `fabricctl rotate` (and the interval, if set) loads
+    /// the model after the newest one in this list.
+    pub models: Vec<String>,
+    /// Rotate on this interval ("1h"); none: only on command.
+    pub interval: Option<String>,
+    /// How long a load waits for its slot's requests to finish.
+    pub drain_timeout_ms: u64,
+    /// How long a load may take.
+    pub apply_timeout_ms: u64,
+}
+
+impl Default for RotationSettings {
+    fn default() -> Self {
+        RotationSettings {
+            models: Vec::new(),
+            interval: None,
+            drain_timeout_ms: 30_000,
+            apply_timeout_ms: 120_000,
+        }
+    }
 }
 
 /// Settings of the simulator that `--sim` starts.
@@ -116,7 +148,10 @@ impl Default for Config {
             socket: PathBuf::from("/run/fabricd.sock"),
             data_dir: PathBuf::from("/data/fabricd"),
             stats_window: "30m".into(),
+            stats_checkpoint: "60s".into(),
+            stats_max_bytes: 8 << 20,
             sim: SimSettings::default(),
+            rotation: RotationSettings::default(),
         }
     }
 }
@@ -178,10 +213,55 @@ impl Config {
                 "must be a duration such as 30m, 10s or 1h",
             ));
         }
+        if parse_duration(&self.stats_checkpoint).is_none() {
+            return Err(invalid(
+                "stats_checkpoint",
+                "must be a duration such as 60s",
+            ));
+        }
+        if self.stats_max_bytes < 4096 {
+            return Err(invalid("stats_max_bytes", "must be at least 4096"));
+        }
         if !(0.0..=1000.0).contains(&self.sim.time_scale) {
             return Err(invalid("sim.time_scale", "must be in 0..=1000"));
         }
         Ok(())
+    }
+
+    /// The rotation settings.
+    pub fn rotation(&self) -> crate::rotation::RotationConfig {
+        crate::rotation::RotationConfig {
+            drain_timeout: Duration::from_millis(self.rotation.drain_timeout_ms),
+            apply_timeout: Duration::from_millis(self.rotation.apply_timeout_ms),
+            schedule: self.rotation.models.clone(),
+            ..crate::rotation::RotationConfig::default()
+        }
+    }
+
+    /// The rotation interval, if the schedule runs by itself.
+    pub fn rotation_interval(&self) -> Option<Duration> {
+        self.rotation.interval.as_deref().and_then(parse_duration)
+    }
+
+    /// The stats directory: `data_dir` under the root.
+    pub fn data_path(&self) -> PathBuf {
+        fabric_hw::Root::new(&self.root).path(&self.data_dir.to_string_lossy())
+    }
+
+    /// The control socket: `socket` under the root.
+    pub fn socket_path(&self) -> PathBuf {
+        fabric_hw::Root::new(&self.root).path(&self.socket.to_string_lossy())
+    }
+
+    /// The stats settings.
+    pub fn stats(&self) -> crate::stats::StatsConfig {
+        crate::stats::StatsConfig {
+            dir: self.data_path(),
+            window: parse_duration(&self.stats_window).unwrap_or(Duration::from_secs(1800)),
+            checkpoint: parse_duration(&self.stats_checkpoint).unwrap_or(Duration::from_secs(60)),
+            max_bytes: self.stats_max_bytes,
+            channel: 16_384,
+        }
     }
 
     /// The catalog directory.

@@ -186,7 +186,15 @@ pub struct Job {
 #[derive(Debug)]
 pub enum DriverCmd {
     Submit(Job),
-    Cancel { ctx: u16, tag: u32 },
+    Cancel {
+        ctx: u16,
+        tag: u32,
+    },
+    /// Initialise the rings again (after a full reconfiguration reset the
+    /// shell); every request the fabric held is answered as a fault.
+    Reset {
+        reply: tokio::sync::oneshot::Sender<Result<(), String>>,
+    },
 }
 
 /// How a request ended on the fabric.
@@ -297,6 +305,32 @@ impl Driver {
                     if self.rings.running(ctx) == tag {
                         self.shell.cancel(ctx, tag);
                     }
+                }
+                DriverCmd::Reset { reply } => {
+                    let outcome = match self.rings.reset(&self.shell) {
+                        Ok(dropped) => {
+                            self.in_flight = 0;
+                            for (tag, ctx) in dropped {
+                                let done = Done {
+                                    tag,
+                                    ctx,
+                                    status: CqeStatus::Fault,
+                                    finish: Finish::None,
+                                    tokens: Vec::new(),
+                                    n_tokens: 0,
+                                    fabric_us: 0,
+                                    intact: true,
+                                };
+                                let _ = events.send(DriverEvent::Done(done)).await;
+                            }
+                            if let Err(e) = self.irq.unmask() {
+                                log::warn!("fabric: unmasking after the reset: {e}");
+                            }
+                            Ok(())
+                        }
+                        Err(e) => Err(e.to_string()),
+                    };
+                    let _ = reply.send(outcome);
                 }
             }
         }

@@ -12,6 +12,9 @@
 //! - [`server`]: connections, routes, handlers, event streams.
 //! - [`text`]: tokens to text: UTF-8 and stop sequences.
 //! - [`metrics`]: Prometheus counters and histograms.
+//! - [`stats`]: per-window figures, durable on the SD card.
+//! - [`rotation`]: loading models into PR slots while serving.
+//! - [`control`]: the Unix socket `fabricctl` talks to.
 //! - [`serve`]: wiring it together, and shutdown.
 
 #![forbid(unsafe_code)]
@@ -20,11 +23,14 @@ pub mod api;
 pub mod body;
 pub mod catalog;
 pub mod config;
+pub mod control;
 pub mod fabric;
 pub mod lock;
 pub mod metrics;
 pub mod outcome;
+pub mod rotation;
 pub mod scheduler;
 pub mod serve;
 pub mod server;
+pub mod stats;
 pub mod text;

@@ -463,9 +463,35 @@ impl State {
     /// Replaces what the slots hold. Contexts of slots that went away are
     /// forgotten once their requests finish.
     pub fn set_slots(&mut self, views: Vec<SlotView>) {
-        for view in views {
+        for mut view in views {
             if let Some(slot) = self.slots.iter_mut().find(|s| s.view.index == view.index) {
+                // Draining is the scheduler's own state, not the shell's.
+                view.accepting = slot.view.accepting;
                 slot.view = view;
+            }
+        }
+        // A model no slot holds or is loading any more (a load failed, a
+        // slot was emptied) will not run: answer its waiting requests now.
+        let servable: Vec<Arc<str>> = self
+            .slots
+            .iter()
+            .filter(|s| matches!(s.view.state, SlotState::Ready | SlotState::Loading))
+            .filter_map(|s| s.view.model.clone())
+            .collect();
+        let stranded: Vec<ReqId> = self
+            .waiting
+            .iter()
+            .filter(|(_, a)| !servable.contains(&a.model))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stranded {
+            if let Some(adm) = self.waiting.remove(&id) {
+                self.deadlines.remove(&(adm.deadline, id));
+                let _ = adm
+                    .events
+                    .try_send(ReqEvent::Failed(Outcome::ModelNotLoaded {
+                        model: adm.model.to_string(),
+                    }));
             }
         }
     }
@@ -596,6 +622,8 @@ pub enum Control {
         slot: u8,
         reply: tokio::sync::oneshot::Sender<usize>,
     },
+    /// How long a load in progress is expected to take.
+    LoadEstimate(Duration),
 }
 
 /// The channels of the scheduler task.
@@ -612,7 +640,12 @@ pub struct Channels {
 
 /// Runs the scheduler until the admission channel closes and nothing is
 /// left, or the driver stops.
-pub async fn run(mut state: State, mut ch: Channels, published: Arc<Published>) {
+pub async fn run(
+    mut state: State,
+    mut ch: Channels,
+    published: Arc<Published>,
+    in_flight: Arc<crate::stats::InFlight>,
+) {
     let mut meter = RateMeter {
         window_start: Instant::now(),
         count: 0,
@@ -638,6 +671,7 @@ pub async fn run(mut state: State, mut ch: Channels, published: Arc<Published>) 
                 Control::Slots(views) => state.set_slots(views),
                 Control::Accepting { slot, accepting } => state.set_accepting(slot, accepting),
                 Control::RunningIn { slot, reply } => { let _ = reply.send(state.running_in(slot)); }
+                Control::LoadEstimate(d) => state.load_estimate = d,
             },
             ev = ch.driver_events.recv() => match ev {
                 Some(ev) => {
@@ -670,6 +704,7 @@ pub async fn run(mut state: State, mut ch: Channels, published: Arc<Published>) 
         let rate = meter.tick(now, completions);
         published.rate.store(rate.to_bits(), Ordering::Relaxed);
         publish(&state, &published);
+        in_flight.set(state.in_flight() as u64, now);
         if !admitting && state.queued() == 0 && state.in_flight() == 0 {
             return;
         }

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabric_hw::contract::{SlotState, REG_CONTROL};
-use fabric_hw::shell::{RingConfig, Shell};
+use fabric_hw::contract::REG_CONTROL;
+use fabric_hw::shell::RingConfig;
 use fabric_hw::Root;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Semaphore};
@@ -24,38 +24,14 @@ use tokio_util::task::TaskTracker;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::control::{Commands, Refusal};
 use crate::fabric::{self, Driver};
 use crate::metrics::Metrics;
-use crate::scheduler::{self, Channels, Control, Published, SlotView, State};
+use crate::rotation::{RotationError, Rotator};
+use crate::scheduler::{self, Channels, Control, Published, State};
 use crate::server::{self, App};
-
-/// Reads the slots from the shell and names their models from the catalog.
-pub fn slot_views(shell: &Shell, catalog: &Catalog) -> Vec<SlotView> {
-    shell
-        .slots()
-        .into_iter()
-        .map(|s| {
-            let model = match s.state {
-                SlotState::Empty => None,
-                _ => catalog.by_hash(&s.hash).map(|m| Arc::from(m.name.as_str())),
-            };
-            if s.state == SlotState::Ready && model.is_none() {
-                log::warn!(
-                    "slot {}: holds an image that is not in the catalog (sha256 {})",
-                    s.index,
-                    s.hash
-                );
-            }
-            SlotView {
-                index: s.index,
-                state: s.state,
-                model,
-                hash: s.hash,
-                accepting: true,
-            }
-        })
-        .collect()
-}
+use serde_json::json;
+use std::time::Instant;
 
 #[cfg(feature = "sim")]
 pub use sim_child::{default_sim_catalog, start_sim, SimChild};
@@ -86,14 +62,32 @@ pub async fn run(
     raise_fd_limit();
     let root = Root::new(&config.root).with_configfs(&config.configfs);
     let _lock = crate::lock::FabricLock::take(root.base())?;
-    let catalog = Catalog::load(&config.catalog_dir())?;
+    let catalog = Arc::new(Catalog::load(&config.catalog_dir())?);
     let attached = {
         let root = root.clone();
         tokio::task::block_in_place(|| fabric::attach(&root, RingConfig::default()))?
     };
-    let (driver, shell, _topology) = Driver::new(attached);
+    let (driver, shell, topology) = Driver::new(attached);
     let info = shell.info().clone();
-    let views = slot_views(&shell, &catalog);
+    let (stats, stats_task) = crate::stats::start(config.stats());
+
+    let (driver_tx, driver_rx) = mpsc::channel(info.contexts() * 2 + 64);
+    let (events_tx, events_rx) = mpsc::channel(1024);
+    let driver_task = tokio::spawn(driver.run(driver_rx, events_tx));
+    let (control_tx, control_rx) = mpsc::channel(64);
+    let rotator = Arc::new(Rotator::new(
+        root.clone(),
+        catalog.clone(),
+        shell.clone(),
+        topology,
+        control_tx.clone(),
+        driver_tx.clone(),
+        stats.clone(),
+        config.rotation(),
+    ));
+    // A restart finds the models the fabric kept running: nothing is
+    // reflashed.
+    let views = rotator.views();
     for v in &views {
         log::info!(
             "serve: slot {} {} {}",
@@ -102,13 +96,9 @@ pub async fn run(
             v.model.as_deref().unwrap_or("-")
         );
     }
-    let (driver_tx, driver_rx) = mpsc::channel(info.contexts() * 2 + 64);
-    let (events_tx, events_rx) = mpsc::channel(1024);
-    let driver_task = tokio::spawn(driver.run(driver_rx, events_tx));
 
     let (admit_tx, admit_rx) = mpsc::channel(config.queue_capacity);
     let (cancel_tx, cancel_rx) = mpsc::unbounded_channel();
-    let (control_tx, control_rx) = mpsc::channel(64);
     let published = Arc::new(Published::default());
     let metrics = Arc::new(Metrics::default());
     let state = State::new(views, info.contexts_per_slot);
@@ -122,13 +112,14 @@ pub async fn run(
             driver: driver_tx,
         },
         published.clone(),
+        stats.in_flight.clone(),
     ));
     // The nominal rate, before any completion was measured: every slot busy
     // with typical speculative-typing requests.
     let nominal_rate = (info.slot_rate(16, 8) * info.slots as f64).min(1e6);
     let app = Arc::new(App {
         config: config.clone(),
-        catalog,
+        catalog: (*catalog).clone(),
         shell: shell.clone(),
         info: info.clone(),
         admit: admit_tx,
@@ -139,6 +130,7 @@ pub async fn run(
         next_id: AtomicU64::new(1),
         shutting_down: AtomicBool::new(false),
         nominal_rate,
+        stats: stats.clone(),
     });
     let tracker = TaskTracker::new();
     let accept_stop = CancellationToken::new();
@@ -148,32 +140,73 @@ pub async fn run(
         accept_stop.clone(),
         tracker.clone(),
     ));
-    // Slot states: re-read after every shell event is the rotation's job;
-    // here a cheap periodic refresh keeps /readyz honest about the fabric.
+    let admin_stop = CancellationToken::new();
+    let socket = config.socket_path();
+    let control_task = match crate::control::bind(&socket) {
+        Ok(listener) => {
+            log::info!("serve: control socket {}", socket.display());
+            let admin = Arc::new(Admin {
+                app: app.clone(),
+                rotator: rotator.clone(),
+                started: Instant::now(),
+            });
+            Some(tokio::spawn(crate::control::serve(
+                listener,
+                admin,
+                admin_stop.clone(),
+            )))
+        }
+        Err(e) => {
+            // Serving matters more than control: log it and go on.
+            log::error!("serve: no control socket: {e}");
+            None
+        }
+    };
+    // Slot states: loads publish their own changes; a cheap periodic
+    // refresh keeps /readyz honest about anything else the shell reports.
     let refresher = {
-        let shell = shell.clone();
-        let app = app.clone();
+        let rotator = rotator.clone();
         let control = control_tx.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(500));
             loop {
                 tick.tick().await;
-                if !shell.magic_ok() {
+                if !rotator.shell_ok() {
                     continue;
                 }
-                let views = slot_views(&shell, &app.catalog);
-                if control.send(Control::Slots(views)).await.is_err() {
+                if control.send(Control::Slots(rotator.views())).await.is_err() {
                     return;
                 }
             }
         })
     };
+    let schedule = config.rotation_interval().map(|every| {
+        let rotator = rotator.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            loop {
+                tick.tick().await;
+                match rotator.rotate().await {
+                    Ok(r) => log::info!(
+                        "serve: scheduled rotation loaded {} into slot {}",
+                        r.model,
+                        r.slot
+                    ),
+                    Err(e) => log::error!("serve: scheduled rotation: {e}"),
+                }
+            }
+        })
+    });
 
     shutdown.cancelled().await;
     log::info!("serve: shutting down");
     app.shutting_down
         .store(true, std::sync::atomic::Ordering::Relaxed);
     accept_stop.cancel();
+    admin_stop.cancel();
+    if let Some(t) = schedule {
+        t.abort();
+    }
     let _ = server_task.await;
     // The connections saw the same token: hyper finishes the request in
     // flight on each and closes it.
@@ -183,7 +216,11 @@ pub async fn run(
         log::warn!("serve: requests still running after {grace:?}; answering them shutting_down");
     }
     refresher.abort();
+    if let Some(t) = control_task {
+        let _ = t.await;
+    }
     drop(control_tx);
+    drop(rotator);
     drop(app);
     // The scheduler ends once admission is closed and nothing is left, or
     // at the end of the grace period.
@@ -194,13 +231,136 @@ pub async fn run(
         log::warn!("serve: the scheduler did not drain");
     }
     driver_task.abort();
+    // The open stats window is written whole.
+    stats.checkpoint().await;
+    drop(stats);
+    let _ = tokio::time::timeout(Duration::from_secs(2), stats_task).await;
     // Quiesce: stop the rings so the fabric writes nothing more into the
     // buffer we unmap on exit.
     if shell.magic_ok() {
         REG_CONTROL.set(shell.regs(), 0);
     }
+    let _ = std::fs::remove_file(&socket);
     log::info!("serve: stopped");
     Ok(())
+}
+
+/// The control socket's commands.
+struct Admin {
+    app: Arc<App>,
+    rotator: Arc<Rotator>,
+    started: Instant,
+}
+
+fn refuse(e: RotationError) -> Refusal {
+    Refusal::new(e.kind(), e.to_string())
+}
+
+impl Commands for Admin {
+    async fn run(&self, cmd: &str, req: &serde_json::Value) -> Result<serde_json::Value, Refusal> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let app = &self.app;
+        match cmd {
+            "status" => Ok(json!({
+                "version": env!("CARGO_PKG_VERSION"),
+                "uptime_s": self.started.elapsed().as_secs_f64(),
+                "fabric": {
+                    "state": if app.shell.magic_ok() { "attached" } else { "dark" },
+                    "shell": app.info,
+                },
+                "queue_depth": app.published.queued.load(Relaxed),
+                "in_flight": app.published.in_flight.load(Relaxed),
+                "connections": app.metrics.connections_open.load(Relaxed),
+                "slots": app.published.slots(),
+            })),
+            "models" => {
+                let slots = app.published.slots();
+                let models: Vec<_> = app
+                    .catalog
+                    .models
+                    .iter()
+                    .map(|m| {
+                        let held: Vec<_> = slots
+                            .iter()
+                            .filter(|s| s.model.as_deref() == Some(m.name.as_str()))
+                            .map(|s| json!({"slot": s.index, "state": s.state.as_str()}))
+                            .collect();
+                        json!({
+                            "id": m.name,
+                            "description": m.description,
+                            "usable": m.problem.is_none(),
+                            "problem": m.problem.as_ref().map(ToString::to_string),
+                            "images": m.images,
+                            "slots": held,
+                        })
+                    })
+                    .collect();
+                Ok(json!({"models": models}))
+            }
+            "stats" => Ok(app.stats.report(req["since_ms"].as_u64()).await),
+            "load" => {
+                let model = req["model"]
+                    .as_str()
+                    .ok_or_else(|| Refusal::new("bad_request", "load needs a \"model\""))?;
+                let slot =
+                    match &req["slot"] {
+                        serde_json::Value::Null => None,
+                        v => Some(v.as_u64().and_then(|n| u8::try_from(n).ok()).ok_or_else(
+                            || {
+                                Refusal::new(
+                                    "bad_request",
+                                    format!("slot {v} is not a slot number"),
+                                )
+                            },
+                        )?),
+                    };
+                let force = req["force"].as_bool().unwrap_or(false);
+                let r = self
+                    .rotator
+                    .load(model, slot, force)
+                    .await
+                    .map_err(refuse)?;
+                Ok(json!({
+                    "message": format!("slot {} runs {} ({} ms)", r.slot, r.model, r.total_ms),
+                    "report": r,
+                    "slots": app.published.slots(),
+                }))
+            }
+            "rotate" => {
+                let r = self.rotator.rotate().await.map_err(refuse)?;
+                Ok(json!({
+                    "message": format!("slot {} runs {} ({} ms)", r.slot, r.model, r.total_ms),
+                    "report": r,
+                    "slots": app.published.slots(),
+                }))
+            }
+            "drain" | "resume" => {
+                let slot = req["slot"]
+                    .as_u64()
+                    .and_then(|n| u8::try_from(n).ok())
+                    .ok_or_else(|| {
+                        Refusal::new("bad_request", format!("{cmd} needs a \"slot\" number"))
+                    })?;
+                let message = if cmd == "drain" {
+                    let d = self.rotator.drain(slot).await.map_err(refuse)?;
+                    format!(
+                        "slot {slot} drained in {} ms; it takes no new work until a load or resume",
+                        d.as_millis()
+                    )
+                } else {
+                    self.rotator.resume(slot).await.map_err(refuse)?;
+                    format!("slot {slot} takes work again")
+                };
+                Ok(json!({"message": message, "slots": app.published.slots()}))
+            }
+            other => Err(Refusal::new(
+                "unknown_command",
+                format!(
+                    "no command {other:?} (status, models, stats, load, rotate, drain, resume)"
+                ),
+            )),
+        }
+    }
 }
 
 /// Binds the HTTP listener with a backlog for thousands of connections

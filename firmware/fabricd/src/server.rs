@@ -70,13 +70,53 @@ pub struct App {
     /// Completions per second the fabric can do, from its timing registers,
     /// for `Retry-After` before any has been measured.
     pub nominal_rate: f64,
+    pub stats: Arc<crate::stats::StatsHandle>,
+}
+
+/// What is recorded about a request when it ends (exactly once).
+#[derive(Debug, Clone)]
+struct Ledger {
+    model: Option<Arc<str>>,
+    ip: IpAddr,
+    received: Instant,
+    tokens_in: u64,
+}
+
+impl App {
+    /// Counts a request's end in the metrics and the stats.
+    fn ended(&self, l: &Ledger, label: &'static str, tokens_out: u64, fabric_us: u32) {
+        let now = Instant::now();
+        self.metrics.outcome(label);
+        if label == "ok" {
+            self.metrics
+                .tokens_out
+                .fetch_add(tokens_out, Ordering::Relaxed);
+            self.metrics
+                .latency
+                .observe(now.saturating_duration_since(l.received));
+            if fabric_us > 0 {
+                self.metrics
+                    .fabric_time
+                    .observe(Duration::from_micros(fabric_us.into()));
+            }
+        }
+        self.stats.record(crate::stats::RequestEvent {
+            outcome: label,
+            model: l.model.clone(),
+            client: Some(l.ip),
+            received: l.received,
+            ended: now,
+            tokens_in: l.tokens_in,
+            tokens_out,
+        });
+    }
 }
 
 /// Cancels a request when dropped, unless disarmed: the client went away.
 struct CancelGuard {
     id: ReqId,
-    cancel: mpsc::UnboundedSender<ReqId>,
-    metrics: Arc<Metrics>,
+    app: Arc<App>,
+    ledger: Ledger,
     armed: bool,
 }
 
@@ -89,8 +129,8 @@ impl CancelGuard {
 impl Drop for CancelGuard {
     fn drop(&mut self) {
         if self.armed {
-            let _ = self.cancel.send(self.id);
-            self.metrics.outcome("cancelled");
+            let _ = self.app.cancel.send(self.id);
+            self.app.ended(&self.ledger, "cancelled", 0, 0);
         }
     }
 }
@@ -136,7 +176,9 @@ pub async fn serve(
                 let shutdown = shutdown.clone();
                 tracker.spawn(async move {
                     app.metrics.connections_open.fetch_add(1, Ordering::Relaxed);
+                    app.stats.connections.opened();
                     serve_conn(stream, peer, &app, shutdown).await;
+                    app.stats.connections.closed();
                     app.metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
                     drop(permit);
                 });
@@ -163,12 +205,26 @@ async fn serve_conn(
     app: &Arc<App>,
     shutdown: CancellationToken,
 ) {
-    // Park until the client says something.
+    // Park until the client says something: a byte to peek at (or its
+    // EOF). `readable()` alone can wake spuriously, which would hand an
+    // idle connection to hyper and its buffers.
+    let mut probe = [0u8; 1];
     tokio::select! {
-        r = stream.readable() => if r.is_err() { return },
+        r = stream.peek(&mut probe) => if !matches!(r, Ok(n) if n > 0) { return },
         _ = tokio::time::sleep(app.config.idle_timeout()) => return,
         _ = shutdown.cancelled() => return,
     }
+    // Boxed, so a parked connection's task is only as large as the wait
+    // above, not hyper's connection state.
+    Box::pin(serve_http(stream, peer, app, shutdown)).await;
+}
+
+async fn serve_http(
+    stream: TcpStream,
+    peer: SocketAddr,
+    app: &Arc<App>,
+    shutdown: CancellationToken,
+) {
     let app2 = app.clone();
     let service = service_fn(move |req| {
         let app = app2.clone();
@@ -368,11 +424,16 @@ async fn read_body(
 }
 
 async fn completions(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Response<Body> {
-    let received = Instant::now();
-    match start_completion(app, peer, req, received).await {
+    let mut ledger = Ledger {
+        model: None,
+        ip: client_ip(app, peer, req.headers()),
+        received: Instant::now(),
+        tokens_in: 0,
+    };
+    match start_completion(app, req, &mut ledger).await {
         Ok(resp) => resp,
         Err(outcome) => {
-            app.metrics.outcome(outcome.label());
+            app.ended(&ledger, outcome.label(), 0, 0);
             outcome.response()
         }
     }
@@ -386,15 +447,24 @@ struct Started {
     prompt_tokens: usize,
     events: mpsc::Receiver<ReqEvent>,
     guard: CancelGuard,
-    received: Instant,
+}
+
+impl Started {
+    /// Ends the request (once): disarms the cancel and records it.
+    fn end(&mut self, app: &App, label: &'static str, tokens_out: usize, fabric_us: u32) {
+        if self.guard.armed {
+            self.guard.disarm();
+            app.ended(&self.guard.ledger, label, tokens_out as u64, fabric_us);
+        }
+    }
 }
 
 async fn start_completion(
     app: &Arc<App>,
-    peer: SocketAddr,
     req: Request<Incoming>,
-    received: Instant,
+    ledger: &mut Ledger,
 ) -> Result<Response<Body>, Outcome> {
+    let received = ledger.received;
     if app.shutting_down.load(Ordering::Relaxed) {
         return Err(Outcome::ShuttingDown);
     }
@@ -423,7 +493,7 @@ async fn start_completion(
                 })
         })
         .transpose()?;
-    let (parts, bytes) = read_body(app, req).await?;
+    let (_parts, bytes) = read_body(app, req).await?;
     let request = api::parse_completion(&bytes)?;
     let model = app
         .catalog
@@ -439,6 +509,8 @@ async fn start_completion(
             model: model.name.clone(),
         })?;
     let prompt = tokenizer.encode(&request.prompt);
+    ledger.model = Some(Arc::from(model.name.as_str()));
+    ledger.tokens_in = prompt.len() as u64;
     if prompt.len() > app.info.max_prompt as usize {
         return Err(Outcome::invalid(
             "prompt",
@@ -467,8 +539,7 @@ async fn start_completion(
         .unwrap_or(app.config.default_deadline_ms)
         .min(app.config.max_deadline_ms);
     let timeout = Duration::from_millis(timeout_ms);
-    let fake = Request::from_parts(parts, ());
-    let client = client_key(app, peer, &fake, request.user.as_deref());
+    let client = client_key(ledger.ip, request.user.as_deref());
     // Admission: a permit now, or overloaded now.
     let Ok(permit) = app.permits.clone().try_acquire_owned() else {
         return Err(Outcome::Overloaded {
@@ -503,22 +574,19 @@ async fn start_completion(
     if app.admit.send(adm).await.is_err() {
         return Err(Outcome::ShuttingDown);
     }
-    let guard = CancelGuard {
-        id,
-        cancel: app.cancel.clone(),
-        metrics: app.metrics.clone(),
-        armed: true,
-    };
     // The scheduler's first word: queued, or a typed refusal.
     match events.recv().await {
         Some(ReqEvent::Queued) => {}
-        Some(ReqEvent::Failed(o)) => {
-            let mut guard = guard;
-            guard.disarm();
-            return Err(o);
-        }
+        Some(ReqEvent::Failed(o)) => return Err(o),
         _ => return Err(Outcome::ShuttingDown),
     }
+    // From here a client that goes away cancels the request.
+    let guard = CancelGuard {
+        id,
+        app: app.clone(),
+        ledger: ledger.clone(),
+        armed: true,
+    };
     app.metrics
         .tokens_in
         .fetch_add(prompt_tokens as u64, Ordering::Relaxed);
@@ -530,7 +598,6 @@ async fn start_completion(
         prompt_tokens,
         events,
         guard,
-        received,
     };
     if started.request.stream {
         Ok(stream_response(app, started))
@@ -539,26 +606,29 @@ async fn start_completion(
     }
 }
 
-/// The client's identity for fairness: the request's `user` if it names
-/// one, else the address (from `X-Forwarded-For` behind a trusted proxy).
-fn client_key(app: &App, peer: SocketAddr, req: &Request<()>, user: Option<&str>) -> Arc<str> {
-    let mut ip = peer.ip();
+/// The client's address: the peer, or the first `X-Forwarded-For` entry
+/// behind a trusted proxy.
+fn client_ip(app: &App, peer: SocketAddr, headers: &hyper::HeaderMap) -> IpAddr {
     if app.config.trust_forwarded_for {
-        if let Some(fwd) = req
-            .headers()
+        if let Some(fwd) = headers
             .get("x-forwarded-for")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.split(',').next())
             .and_then(|v| v.trim().parse::<IpAddr>().ok())
         {
-            ip = fwd;
+            return fwd;
         }
     }
-    let key = match user {
-        Some(u) if !u.is_empty() => format!("{ip}/{u}"),
-        _ => ip.to_string(),
-    };
-    Arc::from(key)
+    peer.ip()
+}
+
+/// The client's identity for fairness: its address, and the request's
+/// `user` if it names one.
+fn client_key(ip: IpAddr, user: Option<&str>) -> Arc<str> {
+    match user {
+        Some(u) if !u.is_empty() => Arc::from(format!("{ip}/{u}")),
+        _ => Arc::from(ip.to_string()),
+    }
 }
 
 fn random_seed(id: u64) -> u64 {
@@ -639,7 +709,6 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
                 if asm.stops.stopped() {
                     // Stop sequence: free the context now.
                     let _ = app.cancel.send(s.id);
-                    s.guard.disarm();
                     break (Finish::Stop, 0);
                 }
             }
@@ -651,7 +720,6 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
             }) => {
                 text.push_str(&asm.push(&tokens));
                 text.push_str(&asm.finish());
-                s.guard.disarm();
                 let finish = if asm.stops.stopped() {
                     Finish::Stop
                 } else {
@@ -660,20 +728,18 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
                 break (finish, fabric_us);
             }
             Some(ReqEvent::Failed(o)) => {
-                s.guard.disarm();
-                app.metrics.outcome(o.label());
+                s.end(app, o.label(), 0, 0);
                 return o.response();
             }
             Some(ReqEvent::Queued) => {}
             None => {
-                s.guard.disarm();
+                s.end(app, Outcome::ShuttingDown.label(), 0, 0);
                 return Outcome::ShuttingDown.response();
             }
         }
     };
     let finish = api::finish_reason(finish == Finish::Stop, finish == Finish::Length);
-    let elapsed = s.received.elapsed();
-    record_ok(app, asm.tokens, elapsed, fabric_us);
+    s.end(app, "ok", asm.tokens, fabric_us);
     let body = api::completion_body(
         &format!("cmpl-{:016x}", s.id),
         unix_now(),
@@ -685,19 +751,6 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
         json!({"slot": slot, "queue_ms": queued.as_secs_f64() * 1e3, "fabric_us": fabric_us}),
     );
     json_response(StatusCode::OK, &body)
-}
-
-fn record_ok(app: &App, tokens: usize, elapsed: Duration, fabric_us: u32) {
-    app.metrics.outcome("ok");
-    app.metrics
-        .tokens_out
-        .fetch_add(tokens as u64, Ordering::Relaxed);
-    app.metrics.latency.observe(elapsed);
-    if fabric_us > 0 {
-        app.metrics
-            .fabric_time
-            .observe(Duration::from_micros(fabric_us.into()));
-    }
 }
 
 fn stream_response(app: &Arc<App>, s: Started) -> Response<Body> {
@@ -756,8 +809,7 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
                 }
                 if stopped {
                     let _ = app.cancel.send(s.id);
-                    s.guard.disarm();
-                    finish_stream(&app, &s, &tx, &id, created, "stop", asm.tokens, 0).await;
+                    finish_stream(&app, &mut s, &tx, &id, created, "stop", asm.tokens, 0).await;
                     return;
                 }
             }
@@ -769,7 +821,6 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
             }) => {
                 let mut text = asm.push(&tokens);
                 text.push_str(&asm.finish());
-                s.guard.disarm();
                 if !text.is_empty()
                     && !send(
                         &tx,
@@ -783,17 +834,19 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
                     finish == Finish::Stop || asm.stops.stopped(),
                     finish == Finish::Length,
                 );
-                finish_stream(&app, &s, &tx, &id, created, reason, asm.tokens, fabric_us).await;
+                finish_stream(
+                    &app, &mut s, &tx, &id, created, reason, asm.tokens, fabric_us,
+                )
+                .await;
                 return;
             }
             Some(ReqEvent::Failed(o)) => {
-                s.guard.disarm();
-                app.metrics.outcome(o.label());
+                s.end(&app, o.label(), 0, 0);
                 let _ = send(&tx, o.sse()).await;
                 return;
             }
             None => {
-                s.guard.disarm();
+                s.end(&app, Outcome::ShuttingDown.label(), 0, 0);
                 let _ = send(&tx, Outcome::ShuttingDown.sse()).await;
                 return;
             }
@@ -804,7 +857,7 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
 #[allow(clippy::too_many_arguments)]
 async fn finish_stream(
     app: &App,
-    s: &Started,
+    s: &mut Started,
     tx: &mpsc::Sender<Bytes>,
     id: &str,
     created: u64,
@@ -825,11 +878,8 @@ async fn finish_stream(
             .send(Bytes::from_static(b"data: [DONE]\n\n"))
             .await
             .is_ok();
-    if ok {
-        record_ok(app, tokens, s.received.elapsed(), fabric_us);
-    } else {
-        app.metrics.outcome("cancelled");
-    }
+    // A client gone before [DONE] did not get its result.
+    s.end(app, if ok { "ok" } else { "cancelled" }, tokens, fabric_us);
 }
 
 #[cfg(test)]

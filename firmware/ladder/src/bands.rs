@@ -39,7 +39,7 @@ pub struct Band {
     pub max_p95_over_p50: Option<f64>,
     pub max_p50_over_ideal: Option<f64>,
     pub max_harness_cpu: Option<f64>,
-    pub min_lurkers_open: Option<usize>,
+    pub max_lurkers_closed: Option<usize>,
 }
 
 impl Band {
@@ -59,7 +59,7 @@ impl Band {
             max_p95_over_p50,
             max_p50_over_ideal,
             max_harness_cpu,
-            min_lurkers_open
+            max_lurkers_closed
         );
     }
 }
@@ -174,12 +174,14 @@ impl Bands {
             b.min_capacity_fraction,
             r.capacity_fraction,
         );
-        if let Some(open) = r.lurkers_open {
-            min(
-                "lurkers_open",
-                b.min_lurkers_open.map(|x| x as f64),
-                open as f64,
-            );
+        if let (Some(closed), Some(l)) = (r.lurkers_closed, b.max_lurkers_closed) {
+            if closed > l {
+                v.push(Violation {
+                    condition: format!("lurkers_closed <= {l}"),
+                    limit: l as f64,
+                    value: closed as f64,
+                });
+            }
         }
         v
     }

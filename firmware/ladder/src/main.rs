@@ -270,7 +270,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             &stats,
             capacity,
             service_ms,
-            lurkers.as_ref().map(Lurkers::still_open),
+            lurkers.as_ref().map(|l| (l.still_open(), args.lurkers)),
         );
         r.clients = n;
         r.violations = bands.check(&r);

@@ -42,6 +42,8 @@ pub struct RungResult {
     pub p95_over_p50: f64,
     pub harness_cpu: f64,
     pub lurkers_open: Option<usize>,
+    /// Lurkers the server closed, or that never connected.
+    pub lurkers_closed: Option<usize>,
     pub retry_after_p50_ms: Option<f64>,
     pub violations: Vec<Violation>,
 }
@@ -52,7 +54,7 @@ pub fn summarize(
     s: &RungStats,
     capacity: f64,
     service_ms: f64,
-    lurkers_open: Option<usize>,
+    lurkers: Option<(usize, usize)>,
 ) -> RungResult {
     let q = |p: f64| s.latency.value_at_quantile(p) as f64 / 1000.0;
     let secs = s.window.as_secs_f64().max(1e-9);
@@ -82,7 +84,8 @@ pub fn summarize(
         p50_over_ideal: if s.ok > 0 { p50 / ideal } else { 0.0 },
         p95_over_p50: if p50 > 0.0 { p95 / p50 } else { 0.0 },
         harness_cpu: s.harness_cpu,
-        lurkers_open,
+        lurkers_open: lurkers.map(|(open, _)| open),
+        lurkers_closed: lurkers.map(|(open, wanted)| wanted.saturating_sub(open)),
         retry_after_p50_ms: (!s.retry_after.is_empty())
             .then(|| s.retry_after.value_at_quantile(0.5) as f64),
         violations: Vec::new(),

@@ -43,6 +43,10 @@ struct Args {
     /// Output tokenizer.
     #[arg(long)]
     tokenizer_out: PathBuf,
+    /// Also write a full-device image (shell and model, for kernels that
+    /// reconfigure only through the FPGA manager).
+    #[arg(long)]
+    full_out: Option<PathBuf>,
 }
 
 fn parse_hex(s: &str) -> Result<u32, String> {
@@ -98,11 +102,26 @@ fn main() -> ExitCode {
             time: "00:00:00",
         },
     );
-    for (path, bytes) in [
-        (&args.out, bit),
-        (&args.tokenizer_out, tokenizer.to_bytes()),
-    ] {
-        if let Err(e) = std::fs::write(path, &bytes) {
+    let mut outputs = vec![
+        (args.out.clone(), bit),
+        (args.tokenizer_out.clone(), tokenizer.to_bytes()),
+    ];
+    if let Some(full) = &args.full_out {
+        let full_bit = image::build_bit(
+            &model,
+            &ImageSpec {
+                design: &format!("fabricd_full_{}", args.name),
+                part: &args.part,
+                interface_id: args.interface_id,
+                partial: false,
+                date: &args.date,
+                time: "00:00:00",
+            },
+        );
+        outputs.push((full.clone(), full_bit));
+    }
+    for (path, bytes) in &outputs {
+        if let Err(e) = std::fs::write(path, bytes) {
             eprintln!("mkmodel: writing {}: {e}", path.display());
             return ExitCode::FAILURE;
         }

@@ -1,0 +1,957 @@
+//! Live stats: what the board served, per window, kept on the SD card.
+//!
+//! # Windows
+//! A window (default 30 minutes) counts: peak concurrent connections; unique
+//! clients, by a keyed hash of the address with a secret drawn at boot (no
+//! address is ever stored); requests by outcome; tokens in and out; peak
+//! inferences in flight and the time with two or more in flight; and
+//! latency percentiles from an HDR histogram, for all requests and for the
+//! clean ones. A request whose life overlapped a reconfiguration of a slot
+//! holding (or about to hold) its model is counted apart as `overlapped`,
+//! and left out of the clean percentiles, never dropped.
+//!
+//! # Off the hot path
+//! Handlers hand events to a bounded channel with `try_send`; one task owns
+//! the windows. A full channel drops the event and counts it
+//! (`dropped_events`, in `/stats`), so recording never blocks a request.
+//!
+//! # On disk
+//! An append-only log, `stats.log` in the data directory. Each record is a
+//! frame: the magic `FST1`, a little-endian u32 length, a CRC-32 of the
+//! payload, and the payload (a [`WindowRecord`] encoded with `postcard`).
+//! Reading scans for frames: a torn tail (a power cut mid-write) is skipped,
+//! and a corrupt frame in the middle is skipped by searching for the next
+//! magic, so it hides nothing after it. A record of another version is
+//! skipped and counted. The open window is checkpointed (a record with
+//! `closed = false`; the last record of a window wins), so a crash loses at
+//! most one checkpoint interval.
+//!
+//! fsync policy: every record is followed by `fdatasync`; the directory is
+//! synced after a rotation. A power cut therefore loses at most the open
+//! window's counts since its last checkpoint (the checkpoint interval,
+//! default 60 s), and a torn record, which reading skips.
+//!
+//! Rotation: when the log passes its size limit it becomes `stats.log.1`
+//! (replacing the previous one) and a new log starts, so the card holds at
+//! most twice the limit.
+//!
+//! A data partition that is full or read-only costs durability, not
+//! service: the error is logged (once per kind), shown in `/stats`, and the
+//! write is retried at the next checkpoint.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+/// The record format version.
+pub const VERSION: u16 = 1;
+const MAGIC: &[u8; 4] = b"FST1";
+const HEADER: usize = 12;
+/// Largest record a reader accepts (a sanity bound for corrupt lengths).
+const MAX_RECORD: usize = 1 << 20;
+/// The log file's name.
+pub const LOG: &str = "stats.log";
+
+/// One window, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowRecord {
+    pub version: u16,
+    pub boot_id: u64,
+    pub index: u64,
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub closed: bool,
+    pub peak_connections: u64,
+    pub unique_clients: u64,
+    pub requests: BTreeMap<String, u64>,
+    pub overlapped: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub peak_in_flight: u64,
+    pub two_plus_ms: u64,
+    /// Latency of every request, ms: recorded (value, count) pairs.
+    pub latency_all: Vec<(u64, u64)>,
+    /// Latency of requests that did not overlap a reconfiguration.
+    pub latency_clean: Vec<(u64, u64)>,
+    pub dropped_events: u64,
+}
+
+/// What one request contributes.
+#[derive(Debug, Clone)]
+pub struct RequestEvent {
+    pub outcome: &'static str,
+    pub model: Option<Arc<str>>,
+    pub client: Option<IpAddr>,
+    pub received: Instant,
+    pub ended: Instant,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+}
+
+#[derive(Debug)]
+enum Msg {
+    Request(RequestEvent),
+    /// A slot starts reconfiguring; the models it held and will hold (none
+    /// for every model: a full reconfiguration).
+    ReconfigStart {
+        id: u64,
+        models: Option<Vec<Arc<str>>>,
+        at: Instant,
+    },
+    ReconfigEnd {
+        id: u64,
+        at: Instant,
+    },
+    Report {
+        since_ms: Option<u64>,
+        reply: oneshot::Sender<serde_json::Value>,
+    },
+    Checkpoint {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// Inferences in flight over time: peak and time with two or more. The
+/// scheduler updates it on every start and finish.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    inner: Mutex<InFlightState>,
+}
+
+#[derive(Debug, Default)]
+struct InFlightState {
+    current: u64,
+    peak: u64,
+    two_since: Option<Instant>,
+    two_plus: Duration,
+}
+
+impl InFlight {
+    /// The number in flight is now `n`.
+    pub fn set(&self, n: u64, now: Instant) {
+        let mut s = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if n == s.current {
+            return;
+        }
+        s.current = n;
+        s.peak = s.peak.max(n);
+        match (n >= 2, s.two_since) {
+            (true, None) => s.two_since = Some(now),
+            (false, Some(since)) => {
+                s.two_plus += now.saturating_duration_since(since);
+                s.two_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Peak and time at two-plus since the last take, which restarts both.
+    fn take(&self, now: Instant) -> (u64, Duration) {
+        let mut s = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(since) = s.two_since {
+            s.two_plus += now.saturating_duration_since(since);
+            s.two_since = Some(now);
+        }
+        let out = (s.peak, s.two_plus);
+        s.peak = s.current;
+        s.two_plus = Duration::ZERO;
+        out
+    }
+
+    fn peek(&self, now: Instant) -> (u64, Duration) {
+        let s = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let extra = s
+            .two_since
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        (s.peak, s.two_plus + extra)
+    }
+}
+
+/// Open connections and their peak, updated by the accept loop.
+#[derive(Debug, Default)]
+pub struct Connections {
+    open: AtomicI64,
+    peak: AtomicI64,
+}
+
+impl Connections {
+    pub fn opened(&self) {
+        let n = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak.fetch_max(n, Ordering::Relaxed);
+    }
+
+    pub fn closed(&self) {
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn take_peak(&self) -> u64 {
+        let now = self.open.load(Ordering::Relaxed);
+        self.peak.swap(now, Ordering::Relaxed).max(0) as u64
+    }
+
+    fn peek_peak(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed).max(0) as u64
+    }
+}
+
+/// Settings of the stats task.
+#[derive(Debug, Clone)]
+pub struct StatsConfig {
+    pub dir: PathBuf,
+    pub window: Duration,
+    pub checkpoint: Duration,
+    pub max_bytes: u64,
+    pub channel: usize,
+}
+
+/// The handle handlers record through.
+#[derive(Debug)]
+pub struct StatsHandle {
+    tx: mpsc::Sender<Msg>,
+    dropped: Arc<AtomicU64>,
+    pub connections: Arc<Connections>,
+    pub in_flight: Arc<InFlight>,
+    next_reconfig: AtomicU64,
+}
+
+impl StatsHandle {
+    /// Records a finished request; never waits.
+    pub fn record(&self, ev: RequestEvent) {
+        if self.tx.try_send(Msg::Request(ev)).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Events dropped because the channel was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// A reconfiguration starts; `models` are those it disturbs (`None`:
+    /// all). Returns an id for [`StatsHandle::reconfig_end`].
+    pub async fn reconfig_start(&self, models: Option<Vec<Arc<str>>>) -> u64 {
+        let id = self.next_reconfig.fetch_add(1, Ordering::Relaxed);
+        let _ = self
+            .tx
+            .send(Msg::ReconfigStart {
+                id,
+                models,
+                at: Instant::now(),
+            })
+            .await;
+        id
+    }
+
+    /// The reconfiguration `id` is over.
+    pub async fn reconfig_end(&self, id: u64) {
+        let _ = self
+            .tx
+            .send(Msg::ReconfigEnd {
+                id,
+                at: Instant::now(),
+            })
+            .await;
+    }
+
+    /// The report `/stats` and `fabricctl stats` show.
+    pub async fn report(&self, since_ms: Option<u64>) -> serde_json::Value {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Msg::Report { since_ms, reply }).await.is_err() {
+            return serde_json::json!({"error": "the stats task has stopped"});
+        }
+        rx.await
+            .unwrap_or_else(|_| serde_json::json!({"error": "the stats task has stopped"}))
+    }
+
+    /// Writes a checkpoint of the open window now (for shutdown and tests).
+    pub async fn checkpoint(&self) {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Msg::Checkpoint { reply }).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// What reading a log found.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct ReadReport {
+    pub records: usize,
+    /// Bytes skipped where no valid frame was (corruption).
+    pub skipped_bytes: u64,
+    /// Corrupt regions skipped.
+    pub corrupt: usize,
+    /// Records of another format version.
+    pub other_version: usize,
+    /// The file ended inside a frame (a write cut short).
+    pub torn_tail: bool,
+}
+
+/// Encodes one frame.
+pub fn frame(record: &WindowRecord) -> Vec<u8> {
+    let payload = postcard::to_allocvec(record).unwrap_or_default();
+    let mut out = Vec::with_capacity(HEADER + payload.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+#[derive(Deserialize)]
+struct VersionOnly {
+    version: u16,
+}
+
+/// Decodes every frame it can find in `bytes`.
+pub fn parse(bytes: &[u8]) -> (Vec<WindowRecord>, ReadReport) {
+    let mut out = Vec::new();
+    let mut report = ReadReport::default();
+    let mut at = 0;
+    let mut in_garbage = false;
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        let valid = (|| {
+            if rest.len() < HEADER || &rest[..4] != MAGIC {
+                return None;
+            }
+            let len = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize;
+            let crc = u32::from_le_bytes([rest[8], rest[9], rest[10], rest[11]]);
+            if len > MAX_RECORD || rest.len() < HEADER + len {
+                return None;
+            }
+            let payload = &rest[HEADER..HEADER + len];
+            (crc32fast::hash(payload) == crc).then_some((len, payload))
+        })();
+        match valid {
+            Some((len, payload)) => {
+                in_garbage = false;
+                at += HEADER + len;
+                match postcard::from_bytes::<VersionOnly>(payload) {
+                    Ok(v) if v.version == VERSION => {
+                        match postcard::from_bytes::<WindowRecord>(payload) {
+                            Ok(r) => {
+                                report.records += 1;
+                                out.push(r);
+                            }
+                            Err(_) => report.other_version += 1,
+                        }
+                    }
+                    _ => report.other_version += 1,
+                }
+            }
+            None => {
+                // A frame cut off by the end of the file is a torn tail;
+                // anything else is corruption: look for the next magic.
+                let torn = rest.len() >= 4
+                    && &rest[..4] == MAGIC
+                    && rest.len() >= 8
+                    && rest.len()
+                        < HEADER
+                            + u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize
+                    && !rest[4..].windows(4).any(|w| w == MAGIC);
+                if torn || (rest.len() < HEADER && MAGIC.starts_with(&rest[..rest.len().min(4)])) {
+                    report.torn_tail = true;
+                    report.skipped_bytes += rest.len() as u64;
+                    break;
+                }
+                if !in_garbage {
+                    report.corrupt += 1;
+                    in_garbage = true;
+                }
+                let next = rest[1..].windows(4).position(|w| w == MAGIC).map(|p| p + 1);
+                match next {
+                    Some(p) => {
+                        report.skipped_bytes += p as u64;
+                        at += p;
+                    }
+                    None => {
+                        report.skipped_bytes += rest.len() as u64;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    (out, report)
+}
+
+/// The latest record of each window, oldest first.
+pub fn latest(records: Vec<WindowRecord>) -> Vec<WindowRecord> {
+    let mut by_key: BTreeMap<(u64, u64), WindowRecord> = BTreeMap::new();
+    let mut order: Vec<(u64, u64)> = Vec::new();
+    for r in records {
+        let key = (r.boot_id, r.index);
+        if !by_key.contains_key(&key) {
+            order.push(key);
+        }
+        by_key.insert(key, r);
+    }
+    let mut out: Vec<WindowRecord> = order
+        .into_iter()
+        .filter_map(|k| by_key.remove(&k))
+        .collect();
+    out.sort_by_key(|r| (r.start_ms, r.index));
+    out
+}
+
+/// Reads the rotated log and the current one.
+pub fn read_dir(dir: &Path) -> (Vec<WindowRecord>, ReadReport) {
+    let mut all = Vec::new();
+    let mut total = ReadReport::default();
+    for name in [format!("{LOG}.1"), LOG.to_owned()] {
+        if let Ok(bytes) = fs::read(dir.join(&name)) {
+            let (records, r) = parse(&bytes);
+            all.extend(records);
+            total.records += r.records;
+            total.skipped_bytes += r.skipped_bytes;
+            total.corrupt += r.corrupt;
+            total.other_version += r.other_version;
+            total.torn_tail |= r.torn_tail;
+        }
+    }
+    (latest(all), total)
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn histogram() -> Histogram<u64> {
+    // 1 ms to 1 hour, 3 significant digits: fixed, valid bounds.
+    Histogram::new_with_bounds(1, 3_600_000, 3)
+        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
+}
+
+fn pairs(h: &Histogram<u64>) -> Vec<(u64, u64)> {
+    h.iter_recorded()
+        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+        .collect()
+}
+
+fn from_pairs(p: &[(u64, u64)]) -> Histogram<u64> {
+    let mut h = histogram();
+    for &(v, c) in p {
+        let _ = h.record_n(v.max(1), c);
+    }
+    h
+}
+
+fn percentiles(p: &[(u64, u64)]) -> serde_json::Value {
+    let h = from_pairs(p);
+    if h.is_empty() {
+        return serde_json::json!({"count": 0});
+    }
+    serde_json::json!({
+        "count": h.len(),
+        "p50": h.value_at_quantile(0.5),
+        "p95": h.value_at_quantile(0.95),
+        "p99": h.value_at_quantile(0.99),
+        "max": h.max(),
+    })
+}
+
+/// A window record as `/stats` shows it.
+pub fn window_json(r: &WindowRecord) -> serde_json::Value {
+    serde_json::json!({
+        "index": r.index,
+        "boot_id": format!("{:016x}", r.boot_id),
+        "start_ms": r.start_ms,
+        "end_ms": r.end_ms,
+        "open": !r.closed,
+        "peak_connections": r.peak_connections,
+        "unique_clients": r.unique_clients,
+        "requests": r.requests,
+        "overlapped": r.overlapped,
+        "tokens_in": r.tokens_in,
+        "tokens_out": r.tokens_out,
+        "peak_in_flight": r.peak_in_flight,
+        "two_plus_in_flight_s": r.two_plus_ms as f64 / 1000.0,
+        "latency_ms": {"all": percentiles(&r.latency_all), "clean": percentiles(&r.latency_clean)},
+        "dropped_events": r.dropped_events,
+    })
+}
+
+struct Open {
+    index: u64,
+    start: SystemTime,
+    clients: HashSet<u64>,
+    requests: BTreeMap<String, u64>,
+    overlapped: u64,
+    tokens_in: u64,
+    tokens_out: u64,
+    all: Histogram<u64>,
+    clean: Histogram<u64>,
+    dropped_at_start: u64,
+}
+
+impl Open {
+    fn new(index: u64, start: SystemTime, dropped: u64) -> Open {
+        Open {
+            index,
+            start,
+            clients: HashSet::new(),
+            requests: BTreeMap::new(),
+            overlapped: 0,
+            tokens_in: 0,
+            tokens_out: 0,
+            all: histogram(),
+            clean: histogram(),
+            dropped_at_start: dropped,
+        }
+    }
+}
+
+struct Reconfig {
+    models: Option<Vec<Arc<str>>>,
+    start: Instant,
+    end: Option<Instant>,
+}
+
+struct Store {
+    dir: PathBuf,
+    max_bytes: u64,
+    file: Option<File>,
+    size: u64,
+    error: Option<String>,
+    logged: HashSet<io::ErrorKind>,
+    startup: ReadReport,
+}
+
+impl Store {
+    fn open(dir: &Path, max_bytes: u64) -> Store {
+        let (_, startup) = read_dir(dir);
+        if startup.corrupt > 0 || startup.torn_tail || startup.other_version > 0 {
+            log::warn!(
+                "stats: {}: skipped {} corrupt region(s), {} record(s) of another version{}; every intact record is kept",
+                dir.join(LOG).display(),
+                startup.corrupt,
+                startup.other_version,
+                if startup.torn_tail { ", and a torn tail" } else { "" }
+            );
+        }
+        let mut s = Store {
+            dir: dir.to_owned(),
+            max_bytes,
+            file: None,
+            size: 0,
+            error: None,
+            logged: HashSet::new(),
+            startup,
+        };
+        if let Err(e) = s.ensure_open() {
+            s.fail(&e, "opening");
+        }
+        s
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.join(LOG)
+    }
+
+    fn ensure_open(&mut self) -> io::Result<()> {
+        if self.file.is_some() {
+            return Ok(());
+        }
+        fs::create_dir_all(&self.dir)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path())?;
+        self.size = file.metadata()?.len();
+        self.file = Some(file);
+        if self.size > self.max_bytes {
+            self.rotate()?;
+        }
+        Ok(())
+    }
+
+    fn rotate(&mut self) -> io::Result<()> {
+        self.file = None;
+        fs::rename(self.path(), self.dir.join(format!("{LOG}.1")))?;
+        File::open(&self.dir)?.sync_all()?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path())?;
+        self.size = 0;
+        self.file = Some(file);
+        log::info!(
+            "stats: rotated {} (over {} bytes)",
+            self.path().display(),
+            self.max_bytes
+        );
+        Ok(())
+    }
+
+    fn append(&mut self, record: &WindowRecord) {
+        let bytes = frame(record);
+        let result = (|| -> io::Result<()> {
+            self.ensure_open()?;
+            if self.size + bytes.len() as u64 > self.max_bytes && self.size > 0 {
+                self.rotate()?;
+            }
+            let file = self
+                .file
+                .as_mut()
+                .ok_or_else(|| io::Error::other("no log file"))?;
+            file.write_all(&bytes)?;
+            file.sync_data()?;
+            self.size += bytes.len() as u64;
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                if self.error.take().is_some() {
+                    log::info!("stats: {} is writable again", self.path().display());
+                    self.logged.clear();
+                }
+            }
+            Err(e) => {
+                // A half-written frame is skipped by readers; reopen so the
+                // next one starts clean.
+                self.file = None;
+                self.fail(&e, "writing");
+            }
+        }
+    }
+
+    fn fail(&mut self, e: &io::Error, what: &str) {
+        let msg = format!("{what} {}: {e}", self.path().display());
+        if self.logged.insert(e.kind()) {
+            log::error!("stats: {msg}; serving goes on, stats stay in memory until it works");
+        }
+        self.error = Some(msg);
+    }
+}
+
+struct Task {
+    config: StatsConfig,
+    boot_id: u64,
+    secret: std::collections::hash_map::RandomState,
+    open: Open,
+    closed: Vec<WindowRecord>,
+    reconfigs: HashMap<u64, Reconfig>,
+    store: Store,
+    dropped: Arc<AtomicU64>,
+    connections: Arc<Connections>,
+    in_flight: Arc<InFlight>,
+    window_started: Instant,
+}
+
+impl Task {
+    fn client_hash(&self, ip: IpAddr) -> u64 {
+        // The keyed hasher of std (SipHash with random keys, drawn per
+        // process): the same address gives the same hash within a boot and
+        // nothing that can be reversed to it.
+        let mut h = self.secret.build_hasher();
+        match ip {
+            IpAddr::V4(a) => h.write(&a.octets()),
+            IpAddr::V6(a) => h.write(&a.octets()),
+        }
+        h.finish()
+    }
+
+    fn overlapped(&mut self, ev: &RequestEvent) -> bool {
+        self.reconfigs.values().any(|r| {
+            let affects = match (&r.models, &ev.model) {
+                (None, _) => true,
+                (Some(models), Some(m)) => models.iter().any(|x| x == m),
+                (Some(_), None) => false,
+            };
+            let ends = r.end.unwrap_or(ev.ended);
+            affects && r.start <= ev.ended && ends >= ev.received
+        })
+    }
+
+    fn request(&mut self, ev: RequestEvent) {
+        let overlapped = self.overlapped(&ev);
+        if let Some(ip) = ev.client {
+            let h = self.client_hash(ip);
+            self.open.clients.insert(h);
+        }
+        *self.open.requests.entry(ev.outcome.to_owned()).or_default() += 1;
+        self.open.tokens_in += ev.tokens_in;
+        self.open.tokens_out += ev.tokens_out;
+        let ms = ev
+            .ended
+            .saturating_duration_since(ev.received)
+            .as_millis()
+            .max(1) as u64;
+        let _ = self.open.all.record(ms);
+        if overlapped {
+            self.open.overlapped += 1;
+        } else {
+            let _ = self.open.clean.record(ms);
+        }
+    }
+
+    fn record_of(&self, closed: bool, now: SystemTime, take: bool) -> WindowRecord {
+        let t = Instant::now();
+        let (peak_in_flight, two_plus) = if take {
+            self.in_flight.take(t)
+        } else {
+            self.in_flight.peek(t)
+        };
+        let peak_connections = if take {
+            self.connections.take_peak()
+        } else {
+            self.connections.peek_peak()
+        };
+        WindowRecord {
+            version: VERSION,
+            boot_id: self.boot_id,
+            index: self.open.index,
+            start_ms: unix_ms(self.open.start),
+            end_ms: unix_ms(now),
+            closed,
+            peak_connections,
+            unique_clients: self.open.clients.len() as u64,
+            requests: self.open.requests.clone(),
+            overlapped: self.open.overlapped,
+            tokens_in: self.open.tokens_in,
+            tokens_out: self.open.tokens_out,
+            peak_in_flight,
+            two_plus_ms: two_plus.as_millis() as u64,
+            latency_all: pairs(&self.open.all),
+            latency_clean: pairs(&self.open.clean),
+            dropped_events: self.dropped.load(Ordering::Relaxed) - self.open.dropped_at_start,
+        }
+    }
+
+    fn close_window(&mut self) {
+        let now = SystemTime::now();
+        let record = self.record_of(true, now, true);
+        self.store.append(&record);
+        self.closed.push(record);
+        // Keep a day of windows in memory for /stats; the log has the rest.
+        let keep = (86_400 / self.config.window.as_secs().max(1)).max(16) as usize;
+        if self.closed.len() > keep {
+            self.closed.drain(..self.closed.len() - keep);
+        }
+        let dropped = self.dropped.load(Ordering::Relaxed);
+        self.open = Open::new(self.open.index + 1, now, dropped);
+        self.window_started = Instant::now();
+        // Reconfigurations that ended before this window are history.
+        self.reconfigs.retain(|_, r| {
+            r.end
+                .is_none_or(|e| e + Duration::from_secs(3600) > Instant::now())
+        });
+    }
+
+    fn checkpoint(&mut self) {
+        let record = self.record_of(false, SystemTime::now(), false);
+        self.store.append(&record);
+    }
+
+    fn report(&self, since_ms: Option<u64>) -> serde_json::Value {
+        let (on_disk, read) = read_dir(&self.config.dir);
+        let mut windows: Vec<WindowRecord> = on_disk
+            .into_iter()
+            .filter(|r| r.boot_id != self.boot_id)
+            .collect();
+        windows.extend(self.closed.iter().cloned());
+        windows.push(self.record_of(false, SystemTime::now(), false));
+        let list: Vec<_> = windows
+            .iter()
+            .filter(|r| since_ms.is_none_or(|s| r.end_ms >= s))
+            .map(window_json)
+            .collect();
+        serde_json::json!({
+            "window_seconds": self.config.window.as_secs_f64(),
+            "boot_id": format!("{:016x}", self.boot_id),
+            "dropped_events": self.dropped.load(Ordering::Relaxed),
+            "storage": {
+                "path": self.store.path(),
+                "ok": self.store.error.is_none(),
+                "error": self.store.error,
+                "bytes": self.store.size,
+                "max_bytes": self.config.max_bytes,
+                "at_start": self.store.startup,
+                "now": read,
+            },
+            "windows": list,
+        })
+    }
+}
+
+/// Starts the stats task.
+pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::channel(config.channel);
+    let dropped = Arc::new(AtomicU64::new(0));
+    let connections = Arc::new(Connections::default());
+    let in_flight = Arc::new(InFlight::default());
+    let secret = std::collections::hash_map::RandomState::new();
+    let boot_id = {
+        let mut h = secret.build_hasher();
+        h.write_u128(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        h.finish()
+    };
+    let store = Store::open(&config.dir, config.max_bytes);
+    let mut task = Task {
+        boot_id,
+        secret,
+        open: Open::new(0, SystemTime::now(), 0),
+        closed: Vec::new(),
+        reconfigs: HashMap::new(),
+        store,
+        dropped: dropped.clone(),
+        connections: connections.clone(),
+        in_flight: in_flight.clone(),
+        window_started: Instant::now(),
+        config,
+    };
+    let handle = Arc::new(StatsHandle {
+        tx,
+        dropped,
+        connections,
+        in_flight,
+        next_reconfig: AtomicU64::new(1),
+    });
+    let join = tokio::spawn(async move {
+        let mut checkpoint = tokio::time::interval(task.config.checkpoint);
+        checkpoint.tick().await;
+        loop {
+            let window_end = task.window_started + task.config.window;
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(Msg::Request(ev)) => task.request(ev),
+                    Some(Msg::ReconfigStart { id, models, at }) => {
+                        task.reconfigs.insert(id, Reconfig { models, start: at, end: None });
+                    }
+                    Some(Msg::ReconfigEnd { id, at }) => {
+                        if let Some(r) = task.reconfigs.get_mut(&id) {
+                            r.end = Some(at);
+                        }
+                    }
+                    Some(Msg::Report { since_ms, reply }) => { let _ = reply.send(task.report(since_ms)); }
+                    Some(Msg::Checkpoint { reply }) => {
+                        task.checkpoint();
+                        let _ = reply.send(());
+                    }
+                    None => {
+                        // Shutting down: the open window is written whole.
+                        task.checkpoint();
+                        return;
+                    }
+                },
+                _ = tokio::time::sleep_until(window_end.into()) => task.close_window(),
+                _ = checkpoint.tick() => task.checkpoint(),
+            }
+        }
+    });
+    (handle, join)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(index: u64, closed: bool) -> WindowRecord {
+        WindowRecord {
+            version: VERSION,
+            boot_id: 7,
+            index,
+            start_ms: 1000 * index,
+            end_ms: 1000 * index + 999,
+            closed,
+            peak_connections: 3,
+            unique_clients: 2,
+            requests: BTreeMap::from([("ok".to_owned(), 10)]),
+            overlapped: 1,
+            tokens_in: 40,
+            tokens_out: 80,
+            peak_in_flight: 2,
+            two_plus_ms: 15,
+            latency_all: vec![(17, 9), (25_000, 1)],
+            latency_clean: vec![(17, 9)],
+            dropped_events: 0,
+        }
+    }
+
+    #[test]
+    fn frames_round_trip_and_later_checkpoints_win() {
+        let mut bytes = Vec::new();
+        bytes.extend(frame(&record(0, false)));
+        bytes.extend(frame(&record(0, true)));
+        bytes.extend(frame(&record(1, false)));
+        let (recs, rep) = parse(&bytes);
+        assert_eq!(rep.records, 3);
+        let l = latest(recs);
+        assert_eq!(l.len(), 2);
+        assert!(l[0].closed);
+        assert!(!l[1].closed);
+    }
+
+    #[test]
+    fn a_torn_tail_is_skipped_and_the_rest_kept() {
+        let mut bytes = frame(&record(0, true));
+        let second = frame(&record(1, true));
+        for cut in 1..second.len() {
+            let mut b = bytes.clone();
+            b.extend_from_slice(&second[..cut]);
+            let (recs, rep) = parse(&b);
+            assert_eq!(recs.len(), 1, "cut at {cut}");
+            assert!(rep.torn_tail || rep.corrupt > 0, "cut at {cut}: {rep:?}");
+        }
+        bytes.extend(second);
+        assert_eq!(parse(&bytes).0.len(), 2);
+    }
+
+    #[test]
+    fn a_corrupt_record_hides_nothing_after_it() {
+        let a = frame(&record(0, true));
+        let mut b = frame(&record(1, true));
+        let c = frame(&record(2, true));
+        let mid = b.len() / 2;
+        b[mid] ^= 0xff;
+        let bytes = [a, b, c].concat();
+        let (recs, rep) = parse(&bytes);
+        let idx: Vec<u64> = recs.iter().map(|r| r.index).collect();
+        assert_eq!(idx, vec![0, 2]);
+        assert_eq!(rep.corrupt, 1);
+    }
+
+    #[test]
+    fn garbage_and_other_versions_are_reported_not_fatal() {
+        let (recs, rep) = parse(b"this is not a stats log at all");
+        assert!(recs.is_empty());
+        assert_eq!(rep.corrupt, 1);
+        let mut other = record(0, true);
+        other.version = 9;
+        let bytes = [frame(&other), frame(&record(1, true))].concat();
+        let (recs, rep) = parse(&bytes);
+        assert_eq!(recs.len(), 1);
+        assert_eq!(rep.other_version, 1);
+        assert_eq!(parse(&[]).0.len(), 0);
+    }
+
+    #[test]
+    fn in_flight_time_at_two_or_more() {
+        let f = InFlight::default();
+        let t = Instant::now();
+        f.set(1, t);
+        f.set(2, t + Duration::from_millis(10));
+        f.set(3, t + Duration::from_millis(15));
+        f.set(1, t + Duration::from_millis(40));
+        let (peak, two) = f.take(t + Duration::from_millis(50));
+        assert_eq!(peak, 3);
+        assert_eq!(two, Duration::from_millis(30));
+        let (peak, two) = f.take(t + Duration::from_millis(60));
+        assert_eq!((peak, two), (1, Duration::ZERO));
+    }
+}
