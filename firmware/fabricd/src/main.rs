@@ -93,6 +93,15 @@ struct ServeArgs {
     /// The simulator's time scale (with --sim).
     #[arg(long)]
     time_scale: Option<f64>,
+    /// The control socket fabricctl talks to [default: /run/fabricd.sock under the root].
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Where stats are kept [default: /data/fabricd under the root].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Length of a stats window, e.g. 30m, 10s [default: 30m].
+    #[arg(long)]
+    stats_window: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -331,6 +340,15 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     if let Some(v) = args.time_scale {
         config.sim.time_scale = v;
+    }
+    if let Some(v) = args.socket {
+        config.socket = v;
+    }
+    if let Some(v) = args.data_dir {
+        config.data_dir = v;
+    }
+    if let Some(v) = args.stats_window {
+        config.stats_window = v;
     }
     config.validate()?;
     #[cfg(feature = "sim")]

@@ -244,6 +244,8 @@ pub struct Rotator {
     loaded_at: Mutex<HashMap<u8, Instant>>,
     /// Bytes per second of recent partial loads, for estimates.
     rate: Mutex<f64>,
+    /// The model `default` names (see [`Rotator::current`]).
+    current: Mutex<Option<Arc<str>>>,
 }
 
 impl std::fmt::Debug for Rotator {
@@ -309,6 +311,7 @@ impl Rotator {
             loading: Mutex::new(HashMap::new()),
             loaded_at: Mutex::new(HashMap::new()),
             rate: Mutex::new(400_000.0),
+            current: Mutex::new(None),
         }
     }
 
@@ -356,38 +359,57 @@ impl Rotator {
         if schedule.is_empty() {
             return Err(RotationError::NoSchedule);
         }
-        // The newest model in a slot decides where the schedule stands.
-        let at = lock(&self.loaded_at).clone();
-        let views = self.views();
-        let newest = views
-            .iter()
-            .filter_map(|v| {
-                v.model
-                    .as_ref()
-                    .map(|m| (at.get(&v.index).copied(), m.clone()))
-            })
-            .max_by_key(|(t, _)| *t)
-            .map(|(_, m)| m);
-        let next = match newest.and_then(|m| schedule.iter().position(|s| **s == *m)) {
+        // The current (default) model decides where the schedule stands.
+        let next = match self
+            .current()
+            .and_then(|m| schedule.iter().position(|s| **s == *m))
+        {
             Some(i) => schedule[(i + 1) % schedule.len()].clone(),
             None => schedule[0].clone(),
         };
         Ok(next)
     }
 
-    /// Loads the next model of the schedule.
+    /// Loads the next model of the schedule, and points `default` at it.
+    /// A model already ready in a slot is not flashed again: routing flips.
     pub async fn rotate(&self) -> Result<LoadReport, RotationError> {
         let next = self.next_in_schedule()?;
+        if let Some(v) = self
+            .views()
+            .into_iter()
+            .find(|v| v.state == SlotState::Ready && v.model.as_deref() == Some(next.as_str()))
+        {
+            let replaced = self.current().map(|m| m.to_string());
+            *lock(&self.current) = Some(Arc::from(next.as_str()));
+            lock(&self.loaded_at).insert(v.index, Instant::now());
+            log::info!(
+                "rotation: default is now {next} (already in slot {})",
+                v.index
+            );
+            return Ok(LoadReport {
+                model: next,
+                slot: v.index,
+                replaced,
+                method: "flip",
+                staged_sha256: v.hash,
+                drain_ms: 0,
+                reconfigure_ms: 0,
+                total_ms: 0,
+            });
+        }
         self.load(&next, None, false).await
     }
 
+    /// Where a load goes when no slot is named: an empty slot; else a slot
+    /// whose model is loaded elsewhere too, or is the one being loaded;
+    /// else the least recently loaded slot that does not hold the current
+    /// (default) model. The model being replaced serves until the new one
+    /// is ready, and `default` never loses its only slot.
     fn pick_slot(&self, model: &str) -> u8 {
         let views = self.views();
         if let Some(v) = views.iter().find(|v| v.model.is_none()) {
             return v.index;
         }
-        // A slot whose model is also loaded elsewhere, or is the model we
-        // are loading, costs nothing to replace.
         let count = |m: &Arc<str>| views.iter().filter(|v| v.model.as_ref() == Some(m)).count();
         if let Some(v) = views.iter().find(|v| {
             v.model
@@ -396,11 +418,30 @@ impl Rotator {
         }) {
             return v.index;
         }
+        let current = self.current();
         let at = lock(&self.loaded_at).clone();
         views
             .iter()
-            .min_by_key(|v| (at.get(&v.index).copied(), v.index))
+            .min_by_key(|v| {
+                (
+                    v.model.is_some() && v.model == current,
+                    at.get(&v.index).copied(),
+                    v.index,
+                )
+            })
             .map_or(0, |v| v.index)
+    }
+
+    /// The model requests for `default` go to: the one loaded most
+    /// recently, or at start the first ready slot's.
+    pub fn current(&self) -> Option<Arc<str>> {
+        if let Some(m) = lock(&self.current).clone() {
+            return Some(m);
+        }
+        self.views()
+            .into_iter()
+            .find(|v| v.state == SlotState::Ready && v.model.is_some())
+            .and_then(|v| v.model)
     }
 
     fn check(
@@ -700,6 +741,7 @@ impl Rotator {
         self.accepting(slot, true).await;
         self.stats.reconfig_end(reconfig_id).await;
         outcome?;
+        *lock(&self.current) = Some(new_name.clone());
         log::info!(
             "rotation: slot {slot} runs {} (drain {:.0} ms, reconfiguration {:.0} ms)",
             entry.name,
@@ -836,10 +878,38 @@ impl Rotator {
         let firmware = format!("{}/staged/{name}", fabric_hw::root::FIRMWARE_SUBDIR);
         let t = Instant::now();
         let timeout = self.config.full_timeout;
-        let result = tokio::task::spawn_blocking(move || manager.load(&firmware, 0, timeout))
-            .await
-            .map_err(|e| RotationError::Internal(format!("the load task failed: {e}")))?
-            .map_err(|source| RotationError::Reconfigure { slot: 0, source });
+        let shell = self.shell.clone();
+        let expected = checked.sha256.clone();
+        let result = tokio::task::spawn_blocking(move || -> Result<(), RotationError> {
+            manager
+                .load(&firmware, 0, timeout)
+                .map_err(|source| RotationError::Reconfigure { slot: 0, source })?;
+            // On a kernel the write returns when the load is over; the
+            // simulator answers later. Either way the load is over once the
+            // shell is back (MAGIC, not dark) and reports the new image.
+            let start = Instant::now();
+            loop {
+                if shell.magic_ok() && !shell.is_dark() {
+                    let s = shell.slot(0);
+                    if s.state == SlotState::Ready && s.hash == expected {
+                        return Ok(());
+                    }
+                    if start.elapsed() > timeout {
+                        return Err(RotationError::Readback {
+                            slot: 0,
+                            state: format!("{:?}", s.state),
+                            found: s.hash,
+                            expected,
+                        });
+                    }
+                } else if start.elapsed() > timeout {
+                    return Err(RotationError::Dark);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+        .await
+        .map_err(|e| RotationError::Internal(format!("the load task failed: {e}")))?;
         let reconfigure = t.elapsed();
         if result.is_ok() {
             // The shell came back from power-on reset: rings again.
@@ -855,16 +925,8 @@ impl Rotator {
         }
         self.stats.reconfig_end(reconfig_id).await;
         result?;
-        let s = self.shell.slot(0);
-        if s.state != SlotState::Ready || s.hash != checked.sha256 {
-            return Err(RotationError::Readback {
-                slot: 0,
-                state: format!("{:?}", s.state),
-                found: s.hash,
-                expected: checked.sha256,
-            });
-        }
         lock(&self.loaded_at).insert(0, Instant::now());
+        *lock(&self.current) = Some(Arc::from(entry.name.as_str()));
         Ok(LoadReport {
             model: entry.name.clone(),
             slot: 0,

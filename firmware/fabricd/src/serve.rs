@@ -131,15 +131,8 @@ pub async fn run(
         shutting_down: AtomicBool::new(false),
         nominal_rate,
         stats: stats.clone(),
+        rotator: Some(rotator.clone()),
     });
-    let tracker = TaskTracker::new();
-    let accept_stop = CancellationToken::new();
-    let server_task = tokio::spawn(server::serve(
-        listener,
-        app.clone(),
-        accept_stop.clone(),
-        tracker.clone(),
-    ));
     let admin_stop = CancellationToken::new();
     let socket = config.socket_path();
     let control_task = match crate::control::bind(&socket) {
@@ -162,6 +155,14 @@ pub async fn run(
             None
         }
     };
+    let tracker = TaskTracker::new();
+    let accept_stop = CancellationToken::new();
+    let server_task = tokio::spawn(server::serve(
+        listener,
+        app.clone(),
+        accept_stop.clone(),
+        tracker.clone(),
+    ));
     // Slot states: loads publish their own changes; a cheap periodic
     // refresh keeps /readyz honest about anything else the shell reports.
     let refresher = {
@@ -298,6 +299,10 @@ impl Commands for Admin {
                 Ok(json!({"models": models}))
             }
             "stats" => Ok(app.stats.report(req["since_ms"].as_u64()).await),
+            "checkpoint" => {
+                app.stats.checkpoint().await;
+                Ok(json!({"message": "the open stats window is on the card"}))
+            }
             "load" => {
                 let model = req["model"]
                     .as_str()

@@ -71,7 +71,12 @@ pub struct App {
     /// for `Retry-After` before any has been measured.
     pub nominal_rate: f64,
     pub stats: Arc<crate::stats::StatsHandle>,
+    /// Model rotation; `default` asks it for the current model.
+    pub rotator: Option<Arc<crate::rotation::Rotator>>,
 }
+
+/// The model name that follows rotation.
+pub const DEFAULT_MODEL: &str = "default";
 
 /// What is recorded about a request when it ends (exactly once).
 #[derive(Debug, Clone)]
@@ -280,16 +285,27 @@ async fn route(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Resp
         ("/healthz", &Method::GET) => json_response(StatusCode::OK, &json!({"status": "ok"})),
         ("/readyz", &Method::GET) => readyz(app),
         ("/metrics", &Method::GET) => metrics(app),
+        ("/stats", &Method::GET) => {
+            // `?since_ms=N`: windows ending at or after N (ms since 1970).
+            let since = req
+                .uri()
+                .query()
+                .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("since_ms=")))
+                .and_then(|v| v.parse().ok());
+            json_response(StatusCode::OK, &app.stats.report(since).await)
+        }
         ("/v1/completions", _) => Outcome::MethodNotAllowed {
             method: method.to_string(),
             allow: "POST",
         }
         .response(),
-        ("/v1/models" | "/healthz" | "/readyz" | "/metrics", _) => Outcome::MethodNotAllowed {
-            method: method.to_string(),
-            allow: "GET",
+        ("/v1/models" | "/healthz" | "/readyz" | "/metrics" | "/stats", _) => {
+            Outcome::MethodNotAllowed {
+                method: method.to_string(),
+                allow: "GET",
+            }
+            .response()
         }
-        .response(),
         _ => Outcome::NotFound { path }.response(),
     };
     resp
@@ -495,13 +511,23 @@ async fn start_completion(
         .transpose()?;
     let (_parts, bytes) = read_body(app, req).await?;
     let request = api::parse_completion(&bytes)?;
-    let model = app
-        .catalog
-        .get(&request.model)
-        .map_err(|_| Outcome::ModelNotFound {
-            model: request.model.clone(),
-            known: app.catalog.models.iter().map(|m| m.name.clone()).collect(),
-        })?;
+    // `default` follows rotation: the model loaded most recently.
+    let name = if request.model == DEFAULT_MODEL {
+        match app.rotator.as_ref().and_then(|r| r.current()) {
+            Some(m) => m.to_string(),
+            None => {
+                return Err(Outcome::ModelNotLoaded {
+                    model: DEFAULT_MODEL.into(),
+                })
+            }
+        }
+    } else {
+        request.model.clone()
+    };
+    let model = app.catalog.get(&name).map_err(|_| Outcome::ModelNotFound {
+        model: request.model.clone(),
+        known: app.catalog.models.iter().map(|m| m.name.clone()).collect(),
+    })?;
     let tokenizer = model
         .tokenizer
         .clone()

@@ -409,7 +409,13 @@ pub fn read_dir(dir: &Path) -> (Vec<WindowRecord>, ReadReport) {
     let mut all = Vec::new();
     let mut total = ReadReport::default();
     for name in [format!("{LOG}.1"), LOG.to_owned()] {
-        if let Ok(bytes) = fs::read(dir.join(&name)) {
+        let path = dir.join(&name);
+        // Only a regular file is a log (a device in its place would never
+        // end, or never be ours).
+        if !fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        if let Ok(bytes) = fs::read(&path) {
             let (records, r) = parse(&bytes);
             all.extend(records);
             total.records += r.records;

@@ -342,10 +342,29 @@ async fn models_health_readiness_and_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_cap_answers_overloaded() {
     let d = Daemon::start(|s| s.time_scale = 0.05, |c| c.max_connections = 2).await;
-    // Two idle connections take the cap. The accept loop takes connections
-    // in order and a permit with each, so the third is over the cap.
-    let _a = tokio::net::TcpStream::connect(d.addr).await.expect("a");
-    let _b = tokio::net::TcpStream::connect(d.addr).await.expect("b");
+    // Two keep-alive connections take the cap. Each has been answered once,
+    // so each holds a permit (a readiness probe's connection may still be
+    // closing when they connect: then one of them is refused, and is
+    // opened again).
+    let mut held = Vec::new();
+    let start = std::time::Instant::now();
+    while held.len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "could not hold two connections"
+        );
+        let mut s = tokio::net::TcpStream::connect(d.addr)
+            .await
+            .expect("connect");
+        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
+            .await
+            .expect("write");
+        let mut buf = vec![0u8; 1024];
+        let n = s.read(&mut buf).await.expect("read");
+        if buf[..n].starts_with(b"HTTP/1.1 200") {
+            held.push(s);
+        }
+    }
     let r = post_json(
         d.addr,
         json!({"model": "kjv", "prompt": "x", "max_tokens": 2}),
@@ -354,8 +373,7 @@ async fn the_connection_cap_answers_overloaded() {
     assert_eq!(r.status, 429, "{}", r.text());
     assert_eq!(r.error_type(), "overloaded");
     assert_eq!(r.headers["connection"], "close");
-    drop(_a);
-    drop(_b);
+    drop(held);
     d.stop().await;
 }
 

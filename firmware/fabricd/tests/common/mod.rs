@@ -34,7 +34,20 @@ impl Daemon {
         sim_tweak: impl FnOnce(&mut SimConfig),
         config_tweak: impl FnOnce(&mut Config),
     ) -> Daemon {
-        let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_in(
+            tempfile::tempdir().expect("tempdir"),
+            sim_tweak,
+            config_tweak,
+        )
+        .await
+    }
+
+    /// The same, in a root the test prepared.
+    pub async fn start_in(
+        dir: tempfile::TempDir,
+        sim_tweak: impl FnOnce(&mut SimConfig),
+        config_tweak: impl FnOnce(&mut Config),
+    ) -> Daemon {
         let mut sc = SimConfig::for_root(dir.path());
         sc.firmware = Some(bitstreams());
         sc.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
@@ -78,11 +91,19 @@ impl Daemon {
         }
     }
 
-    pub async fn stop(mut self) {
+    /// Has the daemon write its open stats window to the card now.
+    pub async fn stats_checkpoint(&self) {
+        let r = control(self, serde_json::json!({"cmd": "checkpoint"})).await;
+        assert_eq!(r["ok"], true, "{r}");
+    }
+
+    /// Stops the daemon cleanly; the root stays for inspection.
+    pub async fn stop(mut self) -> tempfile::TempDir {
         self.shutdown.cancel();
         if let Some(t) = self.task.take() {
             t.await.expect("join").expect("serve ended cleanly");
         }
+        self.dir
     }
 }
 
@@ -163,4 +184,36 @@ pub async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> b
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+}
+
+/// One control-socket exchange.
+pub async fn control(d: &Daemon, req: serde_json::Value) -> serde_json::Value {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let path = d.dir.path().join("run/fabricd.sock");
+    let stream = tokio::net::UnixStream::connect(&path)
+        .await
+        .expect("control socket");
+    let (r, mut w) = stream.into_split();
+    let mut line = serde_json::to_vec(&req).expect("json");
+    line.push(b'\n');
+    w.write_all(&line).await.expect("write");
+    let mut lines = BufReader::new(r).lines();
+    let reply = lines.next_line().await.expect("read").expect("a line");
+    serde_json::from_str(&reply).expect("reply json")
+}
+
+/// The slots as `/readyz` shows them: (model, state) per slot.
+pub async fn slots(addr: SocketAddr) -> Vec<(String, String)> {
+    let v = get(addr, "/readyz").await.expect("readyz").json();
+    v["slots"]
+        .as_array()
+        .expect("slots")
+        .iter()
+        .map(|s| {
+            (
+                s["model"].as_str().unwrap_or("").to_owned(),
+                s["state"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
 }

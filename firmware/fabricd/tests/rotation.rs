@@ -1,0 +1,432 @@
+//! Model rotation through partial (and full) reconfiguration while the
+//! board keeps serving.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{control, get, post_json, slots, Daemon};
+use fabric_hw::contract::SlotRegs;
+use fabric_sim::device::Faults;
+use serde_json::json;
+
+fn req(model: &str, tokens: u32) -> serde_json::Value {
+    json!({"model": model, "prompt": "And God said", "max_tokens": tokens, "seed": 3, "ignore_eos": true})
+}
+
+fn loads(d: &Daemon, slot: usize) -> u32 {
+    let root = d.sim.root();
+    let topo = fabric_hw::devtree::discover_live(&root.device_tree()).expect("topology");
+    let shell = fabric_hw::shell::Shell::attach(&root, &topo).expect("shell");
+    SlotRegs::of(slot).loads.get(shell.regs())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn make_before_break_keeps_the_other_slot_serving() {
+    // Partial reconfiguration at 2 MB/s: a 1 MB image darkens its slot for
+    // about half a second.
+    let d = Daemon::start(|s| s.pr_bytes_per_sec = 2_000_000, |_| {}).await;
+    assert_eq!(
+        slots(d.addr).await,
+        vec![
+            ("kjv".into(), "ready".into()),
+            ("fortunes".into(), "ready".into())
+        ]
+    );
+    let loads0 = loads(&d, 0);
+    // Clients hammer kjv (slot 0) while slot 1 is reflashed with kjv.
+    let addr = d.addr;
+    let stop = Instant::now() + Duration::from_millis(1500);
+    let hammer: Vec<_> = (0..6)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut statuses = Vec::new();
+                while Instant::now() < stop {
+                    statuses.push(post_json(addr, req("kjv", 8)).await.status);
+                }
+                statuses
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["data"]["report"]["replaced"], "fortunes");
+    assert!(
+        r["data"]["report"]["reconfigure_ms"].as_u64().expect("ms") >= 300,
+        "{r}"
+    );
+    let mut served = 0;
+    for h in hammer {
+        for status in h.await.expect("join") {
+            assert_eq!(status, 200, "slot 0 must keep serving kjv throughout");
+            served += 1;
+        }
+    }
+    assert!(served > 50, "only {served} served");
+    assert_eq!(loads(&d, 0), loads0, "slot 0 was never touched");
+    assert_eq!(slots(d.addr).await[1], ("kjv".into(), "ready".into()));
+    // fortunes is in no slot now: a typed answer, not a hang.
+    let r = post_json(d.addr, req("fortunes", 4)).await;
+    assert_eq!(
+        (r.status, r.error_type().as_str()),
+        (503, "model_not_loaded")
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotation_flips_default_and_reflashes_the_idle_slot() {
+    let d = Daemon::start(
+        |s| s.pr_bytes_per_sec = 4_000_000,
+        |c| c.rotation.models = vec!["kjv".into(), "fortunes".into()],
+    )
+    .await;
+    // At start `default` is the first ready slot's model.
+    let a = post_json(d.addr, req("default", 6)).await;
+    let k = post_json(d.addr, req("kjv", 6)).await;
+    assert_eq!(a.json()["model"], "kjv");
+    assert_eq!(
+        a.json()["choices"][0]["text"],
+        k.json()["choices"][0]["text"]
+    );
+    // fortunes is already loaded: rotating only flips routing.
+    let r = control(&d, json!({"cmd": "rotate"})).await;
+    assert_eq!(r["data"]["report"]["method"], "flip", "{r}");
+    assert_eq!(
+        post_json(d.addr, req("default", 6)).await.json()["model"],
+        "fortunes"
+    );
+    // Back to kjv, then load a second kjv copy over the idle slot: the slot
+    // holding the current model is never the one picked.
+    let r = control(&d, json!({"cmd": "rotate"})).await;
+    assert_eq!(r["data"]["report"]["model"], "kjv");
+    let r = control(&d, json!({"cmd": "load", "model": "fortunes"})).await;
+    assert_eq!(r["data"]["report"]["method"], "partial", "{r}");
+    assert_eq!(r["data"]["report"]["slot"], 1, "the slot not holding kjv");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_slot_requests_wait_or_hear_the_model_is_loading() {
+    // One slot; a 1 MB image at 1 MB/s takes about a second.
+    let d = Daemon::start(
+        |s| {
+            s.slots = 1;
+            s.load = vec!["0=kjv.bit".into()];
+            s.pr_bytes_per_sec = 1_000_000;
+        },
+        |_| {},
+    )
+    .await;
+    let addr = d.addr;
+    let ctl = tokio::spawn({
+        let path = d.dir.path().join("run/fabricd.sock");
+        async move {
+            use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+            let s = tokio::net::UnixStream::connect(&path)
+                .await
+                .expect("connect");
+            let (r, mut w) = s.into_split();
+            w.write_all(b"{\"cmd\":\"load\",\"model\":\"fortunes\"}\n")
+                .await
+                .expect("write");
+            let line = BufReader::new(r)
+                .lines()
+                .next_line()
+                .await
+                .expect("read")
+                .expect("line");
+            serde_json::from_str::<serde_json::Value>(&line).expect("json")
+        }
+    });
+    wait_for_loading(addr).await;
+    // A request that can wait for the load does.
+    let patient = tokio::spawn(async move {
+        let mut body = req("fortunes", 4);
+        body["deadline_ms"] = json!(20_000);
+        post_json(addr, body).await
+    });
+    // One that cannot is told so at once, with Retry-After.
+    let mut hurried = req("fortunes", 4);
+    hurried["deadline_ms"] = json!(100);
+    let start = Instant::now();
+    let r = post_json(addr, hurried).await;
+    assert_eq!(
+        (r.status, r.error_type().as_str()),
+        (503, "model_loading"),
+        "{}",
+        r.text()
+    );
+    assert!(r.headers.contains_key("retry-after") && r.headers.contains_key("retry-after-ms"));
+    assert!(
+        start.elapsed() < Duration::from_millis(100),
+        "answered at once"
+    );
+    // /readyz says what is loading, for a load balancer.
+    let ready = get(addr, "/readyz").await.expect("readyz").json();
+    assert_eq!(ready["models"]["fortunes"], "loading", "{ready}");
+    assert_eq!(ctl.await.expect("join")["ok"], true);
+    let p = patient.await.expect("join");
+    assert_eq!(p.status, 200, "{}", p.text());
+    assert_eq!(p.json()["model"], "fortunes");
+    d.stop().await;
+}
+
+async fn wait_for_loading(addr: std::net::SocketAddr) {
+    let start = Instant::now();
+    loop {
+        if slots(addr)
+            .await
+            .iter()
+            .any(|(_, state)| state == "loading")
+        {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the load never started"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupted_bitstream_is_refused_before_anything_is_flashed() {
+    let d = Daemon::start(|_| {}, |_| {}).await;
+    let loads1 = loads(&d, 1);
+    // The file changes on the card after the daemon read the catalog.
+    let path = d.dir.path().join("lib/firmware/fabricd/kjv.bit");
+    let mut bytes = std::fs::read(&path).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&path, bytes).expect("write");
+    let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    assert_eq!(r["ok"], false);
+    assert_eq!(r["error"]["type"], "bad_image");
+    let msg = r["error"]["message"].as_str().expect("message");
+    assert!(
+        msg.contains("kjv.bit") && msg.contains("manifest expects"),
+        "{msg}"
+    );
+    assert_eq!(loads(&d, 1), loads1, "nothing was flashed");
+    assert_eq!(slots(d.addr).await[1], ("fortunes".into(), "ready".into()));
+    assert!(!d
+        .dir
+        .path()
+        .join("sys/kernel/config/device-tree/overlays/fabricd-slot1")
+        .exists());
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_load_rolls_back_and_loses_nothing_queued() {
+    let d = Daemon::start(|s| s.pr_bytes_per_sec = 4_000_000, |_| {}).await;
+    d.sim.inject(Faults {
+        reconfig_fail: 1,
+        ..Faults::default()
+    });
+    // Requests for fortunes keep coming while its slot is reloaded and the
+    // load fails.
+    let addr = d.addr;
+    let clients: Vec<_> = (0..4)
+        .map(|i| {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(20 * i)).await;
+                post_json(addr, json!({"model": "fortunes", "prompt": "A", "max_tokens": 4, "seed": i, "deadline_ms": 20000})).await
+            })
+        })
+        .collect();
+    let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(r["error"]["type"], "load_failed_rolled_back");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .expect("msg")
+            .contains("slot 1 is back on fortunes"),
+        "{r}"
+    );
+    for c in clients {
+        let reply = c.await.expect("join");
+        assert!(
+            reply.status == 200 || reply.error_type() == "model_not_loaded",
+            "every request gets a result or a typed outcome: {} {}",
+            reply.status,
+            reply.text()
+        );
+    }
+    assert_eq!(slots(d.addr).await[1], ("fortunes".into(), "ready".into()));
+    assert_eq!(post_json(d.addr, req("fortunes", 3)).await.status, 200);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_for_another_part_or_by_path_are_refused() {
+    let d = Daemon::start(|s| s.part = "xc7z020clg400-1".into(), |_| {}).await;
+    let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    assert_eq!(r["error"]["type"], "wrong_part", "{r}");
+    assert!(r["error"]["message"]
+        .as_str()
+        .expect("msg")
+        .contains("xc7z020clg400-1"));
+    for name in [
+        "../kjv",
+        "kjv/../../etc/passwd",
+        "/lib/firmware/fabricd/kjv.bit",
+    ] {
+        let r = control(&d, json!({"cmd": "load", "model": name})).await;
+        assert_eq!(r["error"]["type"], "bad_model_name", "{name}: {r}");
+    }
+    let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 7})).await;
+    assert_eq!(r["error"]["type"], "no_such_slot");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_finds_the_loaded_models_without_reflashing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut sc = fabric_sim::SimConfig::for_root(dir.path());
+    sc.firmware = Some(common::bitstreams());
+    sc.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
+    sc.pr_bytes_per_sec = 4_000_000;
+    let sim = fabric_sim::Simulator::start(sc).expect("sim");
+    let start_daemon = |dir: &std::path::Path| {
+        let config = fabricd::config::Config {
+            root: dir.to_owned(),
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            ..Default::default()
+        };
+        let listener = fabricd::serve::listen(config.listen).expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(fabricd::serve::run(config, listener, stop.clone()));
+        (addr, stop, task)
+    };
+    let (addr, stop, task) = start_daemon(dir.path());
+    wait_ready(addr).await;
+    // Load fortunes into slot 0 through a PR overlay, then stop the daemon.
+    let r = control_at(
+        dir.path(),
+        json!({"cmd": "load", "model": "fortunes", "slot": 0}),
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let text = post_json(addr, req("fortunes", 6)).await.json()["choices"][0]["text"].clone();
+    stop.cancel();
+    task.await.expect("join").expect("clean stop");
+    let c = sim.counters();
+    let loads_before: Vec<u32> = (0..2).map(|s| slot_loads(&sim, s)).collect();
+    // A new daemon finds fortunes in both slots, serves, and flashes nothing.
+    let (addr, stop, task) = start_daemon(dir.path());
+    wait_ready(addr).await;
+    assert_eq!(
+        slots(addr).await,
+        vec![
+            ("fortunes".into(), "ready".into()),
+            ("fortunes".into(), "ready".into())
+        ]
+    );
+    let again = post_json(addr, req("fortunes", 6)).await;
+    assert_eq!(again.json()["choices"][0]["text"], text);
+    assert_eq!(
+        (0..2).map(|s| slot_loads(&sim, s)).collect::<Vec<_>>(),
+        loads_before
+    );
+    assert!(sim.counters().completed > c.completed);
+    assert!(
+        dir.path()
+            .join("sys/kernel/config/device-tree/overlays/fabricd-slot0")
+            .exists(),
+        "the live overlay stays"
+    );
+    stop.cancel();
+    task.await.expect("join").expect("clean stop");
+}
+
+fn slot_loads(sim: &fabric_sim::Simulator, slot: usize) -> u32 {
+    let root = sim.root();
+    let topo = fabric_hw::devtree::discover_live(&root.device_tree()).expect("topology");
+    let shell = fabric_hw::shell::Shell::attach(&root, &topo).expect("shell");
+    SlotRegs::of(slot).loads.get(shell.regs())
+}
+
+async fn wait_ready(addr: std::net::SocketAddr) {
+    wait_for_async(addr).await;
+}
+
+async fn wait_for_async(addr: std::net::SocketAddr) {
+    let start = Instant::now();
+    loop {
+        if let Ok(r) = get(addr, "/readyz").await {
+            if r.status == 200 {
+                return;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "not ready");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn control_at(root: &std::path::Path, req: serde_json::Value) -> serde_json::Value {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let s = tokio::net::UnixStream::connect(root.join("run/fabricd.sock"))
+        .await
+        .expect("connect");
+    let (r, mut w) = s.into_split();
+    let mut line = serde_json::to_vec(&req).expect("json");
+    line.push(b'\n');
+    w.write_all(&line).await.expect("write");
+    let reply = BufReader::new(r)
+        .lines()
+        .next_line()
+        .await
+        .expect("read")
+        .expect("line");
+    serde_json::from_str(&reply).expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_reconfiguration_darkens_everything_but_the_daemon_answers() {
+    // A kernel without configfs overlays: loads go through the FPGA
+    // manager, and the whole fabric is dark for the (scaled) 25 s.
+    let d = Daemon::start(
+        |s| {
+            s.no_configfs = true;
+            s.time_scale = 0.04; // 25 s become 1 s
+        },
+        |_| {},
+    )
+    .await;
+    let addr = d.addr;
+    let ctl = tokio::spawn({
+        let path = d.dir.path().to_owned();
+        async move { control_at(&path, json!({"cmd": "load", "model": "fortunes"})).await }
+    });
+    // While dark: health answers fast, readiness says not ready.
+    let start = Instant::now();
+    let mut health = Vec::new();
+    let mut saw_dark = false;
+    while !ctl.is_finished() && start.elapsed() < Duration::from_secs(10) {
+        let t = Instant::now();
+        assert_eq!(get(addr, "/healthz").await.expect("healthz").status, 200);
+        health.push(t.elapsed());
+        let r = get(addr, "/readyz").await.expect("readyz").json();
+        saw_dark |= r["fabric"]["state"] == "dark";
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = ctl.await.expect("join");
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["data"]["report"]["method"], "full");
+    assert!(saw_dark, "the fabric went dark");
+    health.sort();
+    assert!(
+        *health.last().expect("samples") < Duration::from_millis(200),
+        "{health:?}"
+    );
+    // After it, the rings were initialised again and the new model serves.
+    assert_eq!(slots(addr).await[0], ("fortunes".into(), "ready".into()));
+    let r = post_json(addr, req("fortunes", 4)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    d.stop().await;
+}

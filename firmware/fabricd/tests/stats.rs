@@ -1,0 +1,444 @@
+//! Live stats: windows that match what was sent, overlapped requests
+//! counted apart, a durable log that survives torn and corrupt writes, and
+//! a daemon that keeps serving when the card misbehaves.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{get, post_json, wait_for, Daemon};
+use fabricd::stats;
+use serde_json::json;
+
+async fn stats_now(d: &Daemon) -> serde_json::Value {
+    get(d.addr, "/stats").await.expect("/stats").json()
+}
+
+fn open_window(s: &serde_json::Value) -> serde_json::Value {
+    s["windows"]
+        .as_array()
+        .expect("windows")
+        .iter()
+        .find(|w| w["open"] == true)
+        .cloned()
+        .expect("an open window")
+}
+
+async fn from(d: &Daemon, ip: &str, model: &str, seed: u64) -> u16 {
+    use bytes::Bytes;
+    use http_body_util::Full;
+    let body = json!({"model": model, "prompt": "And God said", "max_tokens": 5, "seed": seed, "ignore_eos": true});
+    let req = hyper::Request::post("/v1/completions")
+        .header("host", "t")
+        .header("content-type", "application/json")
+        .header("x-forwarded-for", ip)
+        .body(Full::new(Bytes::from(
+            serde_json::to_vec(&body).expect("json"),
+        )))
+        .expect("request");
+    common::request(d.addr, req).await.expect("reply").status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripted_session_matches_the_window_and_sets_the_reconfiguration_apart() {
+    let d = Daemon::start(
+        |s| s.pr_bytes_per_sec = 1_000_000,
+        |c| {
+            c.trust_forwarded_for = true;
+            c.stats_window = "1h".into();
+        },
+    )
+    .await;
+    let prompt_tokens = 3; // "And God said" in kjv's and fortunes' tokenizers
+                           // Phase 1: three clients, clean.
+    for (i, ip) in ["10.0.0.1", "10.0.0.2", "10.0.0.3"].iter().enumerate() {
+        for k in 0..4 {
+            assert_eq!(from(&d, ip, "kjv", (i * 10 + k) as u64).await, 200);
+        }
+    }
+    assert_eq!(from(&d, "10.0.0.1", "fortunes", 1).await, 200);
+    assert_eq!(from(&d, "10.0.0.2", "fortunes", 2).await, 200);
+    // Phase 2: slot 1 (fortunes) is reflashed; two fortunes requests wait
+    // it out (overlapped), three kjv requests do not need that slot.
+    let ctl = tokio::spawn({
+        let path = d.dir.path().join("run/fabricd.sock");
+        async move {
+            use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+            let s = tokio::net::UnixStream::connect(&path)
+                .await
+                .expect("connect");
+            let (r, mut w) = s.into_split();
+            w.write_all(b"{\"cmd\":\"load\",\"model\":\"fortunes\",\"slot\":1}\n")
+                .await
+                .expect("write");
+            BufReader::new(r)
+                .lines()
+                .next_line()
+                .await
+                .expect("read")
+                .expect("line")
+        }
+    });
+    let start = Instant::now();
+    loop {
+        let r = get(d.addr, "/readyz").await.expect("readyz").json();
+        if r["slots"][1]["state"] == "loading" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the load never started"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let addr = d.addr;
+    let handles: Vec<_> = (0..2u64)
+        .map(|k| {
+            tokio::spawn(async move {
+                let body = json!({"model": "fortunes", "prompt": "And God said", "max_tokens": 5, "seed": 100 + k, "ignore_eos": true});
+                post_json(addr, body).await.status
+            })
+        })
+        .collect();
+    for k in 0..3 {
+        assert_eq!(from(&d, "10.0.0.3", "kjv", 200 + k).await, 200);
+    }
+    for h in handles {
+        assert_eq!(h.await.expect("join"), 200);
+    }
+    assert!(ctl.await.expect("join").contains("\"ok\":true"));
+    // Phase 3: clean again.
+    assert_eq!(from(&d, "10.0.0.1", "fortunes", 7).await, 200);
+    assert_eq!(from(&d, "10.0.0.2", "fortunes", 8).await, 200);
+    let s = stats_now(&d).await;
+    let w = open_window(&s);
+    assert_eq!(w["requests"]["ok"], 21, "{w}");
+    assert_eq!(w["overlapped"], 2, "{w}");
+    // The two waiting requests came from 127.0.0.1 (no X-Forwarded-For).
+    assert_eq!(w["unique_clients"], 4, "{w}");
+    assert_eq!(w["tokens_in"], 21 * prompt_tokens, "{w}");
+    assert_eq!(w["tokens_out"], 21 * 5, "{w}");
+    assert_eq!(w["latency_ms"]["all"]["count"], 21);
+    assert_eq!(w["latency_ms"]["clean"]["count"], 19);
+    // The overlapped ones waited out the reflash: the all-requests tail
+    // shows it, the clean one does not.
+    assert!(
+        w["latency_ms"]["all"]["max"].as_u64().expect("max")
+            > w["latency_ms"]["clean"]["p99"].as_u64().expect("p99")
+    );
+    assert!(w["peak_in_flight"].as_u64().expect("peak") >= 1);
+    assert!(w["peak_connections"].as_u64().expect("conns") >= 1);
+    assert_eq!(s["dropped_events"], 0);
+    // fabricctl shows the same window.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricctl"))
+        .arg("--socket")
+        .arg(d.dir.path().join("run/fabricd.sock"))
+        .args(["stats", "--json"])
+        .output()
+        .expect("fabricctl");
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(open_window(&v["data"])["requests"]["ok"], 21);
+    let table = std::process::Command::new(env!("CARGO_BIN_EXE_fabricctl"))
+        .arg("--socket")
+        .arg(d.dir.path().join("run/fabricd.sock"))
+        .arg("stats")
+        .output()
+        .expect("fabricctl");
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("(open)") && text.contains("window (UTC)"),
+        "{text}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_close_and_reach_the_card() {
+    let d = Daemon::start(
+        |s| s.time_scale = 0.05,
+        |c| {
+            c.stats_window = "300ms".into();
+            c.stats_checkpoint = "100ms".into();
+        },
+    )
+    .await;
+    for k in 0..5 {
+        assert_eq!(
+            post_json(
+                d.addr,
+                json!({"model": "kjv", "prompt": "x", "max_tokens": 2, "seed": k})
+            )
+            .await
+            .status,
+            200
+        );
+    }
+    let dir = d.dir.path().join("data/fabricd");
+    wait_for(
+        "a closed window on the card",
+        Duration::from_secs(5),
+        || stats::read_dir(&dir).0.iter().any(|w| w.closed),
+    )
+    .await;
+    let _root = d.stop().await;
+    let (windows, report) = stats::read_dir(&dir);
+    assert_eq!(report.corrupt, 0);
+    assert!(!report.torn_tail);
+    let served: u64 = windows
+        .iter()
+        .map(|w| w.requests.get("ok").copied().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        served, 5,
+        "every request in exactly one window: {windows:?}"
+    );
+    // Offline reading, as over SSH with the daemon stopped.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricctl"))
+        .args(["stats", "--json", "--dir"])
+        .arg(&dir)
+        .output()
+        .expect("fabricctl");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let total: u64 = v["data"]["windows"]
+        .as_array()
+        .expect("windows")
+        .iter()
+        .map(|w| w["requests"]["ok"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(total, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn torn_and_corrupt_logs_lose_nothing_earlier_and_the_daemon_serves() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data/fabricd");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    let rec = |index: u64| stats::WindowRecord {
+        version: stats::VERSION,
+        boot_id: 1,
+        index,
+        start_ms: 1_000 * index,
+        end_ms: 1_000 * index + 900,
+        closed: true,
+        peak_connections: 1,
+        unique_clients: 1,
+        requests: [("ok".to_owned(), 10 + index)].into_iter().collect(),
+        overlapped: 0,
+        tokens_in: 1,
+        tokens_out: 1,
+        peak_in_flight: 1,
+        two_plus_ms: 0,
+        latency_all: vec![(17, 10)],
+        latency_clean: vec![(17, 10)],
+        dropped_events: 0,
+    };
+    // Four records; the third corrupted in the middle; a fifth torn off.
+    let mut bytes = Vec::new();
+    for i in 0..4 {
+        let mut f = stats::frame(&rec(i));
+        if i == 2 {
+            let mid = f.len() / 2;
+            f[mid] ^= 0x55;
+        }
+        bytes.extend(f);
+    }
+    let fifth = stats::frame(&rec(4));
+    bytes.extend_from_slice(&fifth[..fifth.len() - 7]);
+    std::fs::write(data.join(stats::LOG), &bytes).expect("write");
+    let size_before = bytes.len() as u64;
+    let d = Daemon::start_in(dir, |s| s.time_scale = 0.05, |_| {}).await;
+    let s = stats_now(&d).await;
+    let old: Vec<u64> = s["windows"]
+        .as_array()
+        .expect("windows")
+        .iter()
+        .filter(|w| w["open"] == false)
+        .map(|w| w["index"].as_u64().expect("index"))
+        .collect();
+    assert_eq!(
+        old,
+        vec![0, 1, 3],
+        "the corrupt one is skipped, none after it hidden: {s}"
+    );
+    assert_eq!(s["storage"]["at_start"]["corrupt"], 1);
+    assert_eq!(s["storage"]["at_start"]["torn_tail"], true);
+    assert_eq!(
+        post_json(
+            d.addr,
+            json!({"model": "kjv", "prompt": "x", "max_tokens": 2})
+        )
+        .await
+        .status,
+        200
+    );
+    d.stats_checkpoint().await;
+    let len = std::fs::metadata(d.dir.path().join("data/fabricd").join(stats::LOG))
+        .expect("meta")
+        .len();
+    assert!(len > size_before, "records are appended, nothing rewritten");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_and_other_versions_are_reported_not_fatal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data/fabricd");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    let mut other = stats::frame(&stats::WindowRecord {
+        version: 99,
+        boot_id: 5,
+        index: 0,
+        start_ms: 0,
+        end_ms: 1,
+        closed: true,
+        peak_connections: 0,
+        unique_clients: 0,
+        requests: Default::default(),
+        overlapped: 0,
+        tokens_in: 0,
+        tokens_out: 0,
+        peak_in_flight: 0,
+        two_plus_ms: 0,
+        latency_all: vec![],
+        latency_clean: vec![],
+        dropped_events: 0,
+    });
+    other.splice(
+        0..0,
+        b"#!/bin/sh garbage that is not ours\n".iter().copied(),
+    );
+    std::fs::write(data.join(stats::LOG), &other).expect("write");
+    let d = Daemon::start_in(dir, |s| s.time_scale = 0.05, |_| {}).await;
+    let s = stats_now(&d).await;
+    assert_eq!(s["storage"]["at_start"]["other_version"], 1, "{s}");
+    assert_eq!(s["storage"]["at_start"]["corrupt"], 1, "{s}");
+    assert_eq!(s["storage"]["ok"], true);
+    assert_eq!(
+        post_json(
+            d.addr,
+            json!({"model": "kjv", "prompt": "x", "max_tokens": 2})
+        )
+        .await
+        .status,
+        200
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_card_costs_durability_not_service() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data/fabricd");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    // Every write to the log fails with ENOSPC.
+    std::os::unix::fs::symlink("/dev/full", data.join(stats::LOG)).expect("symlink");
+    let d = Daemon::start_in(
+        dir,
+        |s| s.time_scale = 0.05,
+        |c| c.stats_checkpoint = "50ms".into(),
+    )
+    .await;
+    assert_eq!(
+        post_json(
+            d.addr,
+            json!({"model": "kjv", "prompt": "x", "max_tokens": 2})
+        )
+        .await
+        .status,
+        200
+    );
+    d.stats_checkpoint().await;
+    let s = stats_now(&d).await;
+    assert_eq!(s["storage"]["ok"], false, "{s}");
+    assert!(
+        s["storage"]["error"]
+            .as_str()
+            .expect("error")
+            .contains("No space left"),
+        "{s}"
+    );
+    // The window is still counted, in memory.
+    assert_eq!(open_window(&s)["requests"]["ok"], 1);
+    assert_eq!(
+        post_json(
+            d.addr,
+            json!({"model": "kjv", "prompt": "y", "max_tokens": 2})
+        )
+        .await
+        .status,
+        200
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_data_dir_costs_durability_not_service() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The data directory's path is taken by a file: nothing can be created.
+    std::fs::create_dir_all(dir.path().join("data")).expect("mkdir");
+    std::fs::write(dir.path().join("data/fabricd"), "not a directory").expect("file");
+    let d = Daemon::start_in(dir, |s| s.time_scale = 0.05, |_| {}).await;
+    assert_eq!(
+        post_json(
+            d.addr,
+            json!({"model": "kjv", "prompt": "x", "max_tokens": 2})
+        )
+        .await
+        .status,
+        200
+    );
+    d.stats_checkpoint().await;
+    let s = stats_now(&d).await;
+    assert_eq!(s["storage"]["ok"], false, "{s}");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_past_its_limit_is_rotated_and_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data/fabricd");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    std::fs::write(data.join(stats::LOG), vec![0u8; 20_000]).expect("write");
+    let d = Daemon::start_in(dir, |s| s.time_scale = 0.05, |c| c.stats_max_bytes = 8192).await;
+    d.stats_checkpoint().await;
+    let data = d.dir.path().join("data/fabricd");
+    assert_eq!(
+        std::fs::metadata(data.join(format!("{}.1", stats::LOG)))
+            .expect("rotated")
+            .len(),
+        20_000
+    );
+    assert!(std::fs::metadata(data.join(stats::LOG)).expect("new").len() < 8192);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recording_drops_nothing_with_2048_clients() {
+    let d = Daemon::start(|s| s.time_scale = 0.002, |c| c.queue_capacity = 4096).await;
+    let addr = d.addr;
+    let clients: Vec<_> = (0..2048u64)
+        .map(|k| {
+            tokio::spawn(async move {
+                post_json(
+                    addr,
+                    json!({"model": "kjv", "prompt": "x", "max_tokens": 2, "seed": k}),
+                )
+                .await
+                .status
+            })
+        })
+        .collect();
+    let mut ok = 0;
+    for c in clients {
+        if c.await.expect("join") == 200 {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 2048);
+    let s = stats_now(&d).await;
+    assert_eq!(s["dropped_events"], 0);
+    assert_eq!(open_window(&s)["requests"]["ok"], 2048);
+    assert!(open_window(&s)["peak_connections"].as_u64().expect("peak") > 100);
+    d.stop().await;
+}
