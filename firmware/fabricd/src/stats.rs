@@ -27,7 +27,8 @@
 //! most one checkpoint interval.
 //!
 //! fsync policy: every record is followed by `fdatasync`; the directory is
-//! synced after a rotation. A power cut therefore loses at most the open
+//! synced after a rotation. Writing happens on a thread of its own, so a
+//! slow card never stalls the runtime that serves requests. A power cut therefore loses at most the open
 //! window's counts since its last checkpoint (the checkpoint interval,
 //! default 60 s), and a torn record, which reading skips.
 //!
@@ -524,6 +525,35 @@ struct Reconfig {
     end: Option<Instant>,
 }
 
+/// What the writer thread last reported about the log, for `/stats`.
+#[derive(Debug, Clone, Default)]
+struct StoreStatus {
+    path: PathBuf,
+    error: Option<String>,
+    size: u64,
+    startup: ReadReport,
+    /// Records handed to the writer and not yet on the card.
+    pending: u64,
+}
+
+type SharedStatus = Arc<Mutex<StoreStatus>>;
+
+fn status_of(shared: &SharedStatus) -> StoreStatus {
+    shared
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+}
+
+/// A record for the writer, and who waits for it to be on the card.
+struct Pending {
+    record: WindowRecord,
+    done: Option<oneshot::Sender<()>>,
+}
+
+/// The log on the card. It lives on its own thread (see [`writer`]): an
+/// `fdatasync` on an SD card can take tens of milliseconds, or seconds on a
+/// worn card, and must never stall a runtime worker that serves requests.
 struct Store {
     dir: PathBuf,
     max_bytes: u64,
@@ -531,11 +561,10 @@ struct Store {
     size: u64,
     error: Option<String>,
     logged: HashSet<io::ErrorKind>,
-    startup: ReadReport,
 }
 
 impl Store {
-    fn open(dir: &Path, max_bytes: u64) -> Store {
+    fn open(dir: &Path, max_bytes: u64) -> (Store, ReadReport) {
         let (_, startup) = read_dir(dir);
         if startup.corrupt > 0 || startup.torn_tail || startup.other_version > 0 {
             log::warn!(
@@ -553,12 +582,11 @@ impl Store {
             size: 0,
             error: None,
             logged: HashSet::new(),
-            startup,
         };
         if let Err(e) = s.ensure_open() {
             s.fail(&e, "opening");
         }
-        s
+        (s, startup)
     }
 
     fn path(&self) -> PathBuf {
@@ -641,6 +669,50 @@ impl Store {
     }
 }
 
+/// The writer thread: opens the log, then appends what it is sent.
+///
+/// The queue is unbounded but cannot grow fast: the stats task sends one
+/// record per checkpoint interval and one per window. If the card stalls,
+/// the writer coalesces what queued meanwhile, keeping only the last record
+/// of each window (later records of a window supersede earlier ones, as on
+/// disk), so a stall of any length costs one write per window.
+fn writer(mut store: Store, status: SharedStatus, mut rx: mpsc::UnboundedReceiver<Pending>) {
+    let publish = |store: &Store, pending: u64| {
+        let mut s = status.lock().unwrap_or_else(PoisonError::into_inner);
+        s.error.clone_from(&store.error);
+        s.size = store.size;
+        s.pending = pending;
+    };
+    while let Some(first) = rx.blocking_recv() {
+        let mut batch = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+        }
+        let mut waiting = Vec::new();
+        let mut latest: Vec<WindowRecord> = Vec::new();
+        for w in batch {
+            waiting.extend(w.done);
+            match latest
+                .iter_mut()
+                .find(|r| r.boot_id == w.record.boot_id && r.index == w.record.index)
+            {
+                Some(r) => *r = w.record,
+                None => latest.push(w.record),
+            }
+        }
+        let mut left = latest.len() as u64;
+        for record in &latest {
+            publish(&store, left);
+            store.append(record);
+            left -= 1;
+        }
+        publish(&store, 0);
+        for done in waiting {
+            let _ = done.send(());
+        }
+    }
+}
+
 struct Task {
     config: StatsConfig,
     boot_id: u64,
@@ -648,7 +720,8 @@ struct Task {
     open: Open,
     closed: Vec<WindowRecord>,
     reconfigs: HashMap<u64, Reconfig>,
-    store: Store,
+    writes: mpsc::UnboundedSender<Pending>,
+    status: SharedStatus,
     dropped: Arc<AtomicU64>,
     connections: Arc<Connections>,
     in_flight: Arc<InFlight>,
@@ -735,10 +808,20 @@ impl Task {
         }
     }
 
+    fn write(&self, record: WindowRecord, done: Option<oneshot::Sender<()>>) {
+        // The writer only stops when this task drops the sender; if it
+        // died anyway (a panic), the record stays in memory and /stats
+        // shows the log as failing.
+        if self.writes.send(Pending { record, done }).is_err() {
+            let mut s = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+            s.error = Some("the stats writer thread has stopped".into());
+        }
+    }
+
     fn close_window(&mut self) {
         let now = SystemTime::now();
         let record = self.record_of(true, now, true);
-        self.store.append(&record);
+        self.write(record.clone(), None);
         self.closed.push(record);
         // Keep a day of windows in memory for /stats; the log has the rest.
         let keep = (86_400 / self.config.window.as_secs().max(1)).max(16) as usize;
@@ -755,43 +838,58 @@ impl Task {
         });
     }
 
-    fn checkpoint(&mut self) {
+    fn checkpoint(&mut self, done: Option<oneshot::Sender<()>>) {
         let record = self.record_of(false, SystemTime::now(), false);
-        self.store.append(&record);
+        self.write(record, done);
     }
 
-    fn report(&self, since_ms: Option<u64>) -> serde_json::Value {
-        let (on_disk, read) = read_dir(&self.config.dir);
-        let mut windows: Vec<WindowRecord> = on_disk
-            .into_iter()
-            .filter(|r| r.boot_id != self.boot_id)
-            .collect();
-        windows.extend(self.closed.iter().cloned());
+    /// Answers a report: this boot's windows come from memory, earlier
+    /// boots' from the card, read on a blocking thread so a slow card
+    /// stalls neither this task nor the runtime.
+    fn report(&self, since_ms: Option<u64>, reply: oneshot::Sender<serde_json::Value>) {
+        let mut windows = self.closed.clone();
         windows.push(self.record_of(false, SystemTime::now(), false));
-        let list: Vec<_> = windows
-            .iter()
-            .filter(|r| since_ms.is_none_or(|s| r.end_ms >= s))
-            .map(window_json)
-            .collect();
-        serde_json::json!({
-            "window_seconds": self.config.window.as_secs_f64(),
-            "boot_id": format!("{:016x}", self.boot_id),
-            "dropped_events": self.dropped.load(Ordering::Relaxed),
-            "storage": {
-                "path": self.store.path(),
-                "ok": self.store.error.is_none(),
-                "error": self.store.error,
-                "bytes": self.store.size,
-                "max_bytes": self.config.max_bytes,
-                "at_start": self.store.startup,
-                "now": read,
-            },
-            "windows": list,
-        })
+        let dir = self.config.dir.clone();
+        let boot_id = self.boot_id;
+        let window_seconds = self.config.window.as_secs_f64();
+        let max_bytes = self.config.max_bytes;
+        let dropped = self.dropped.load(Ordering::Relaxed);
+        let status = self.status.clone();
+        tokio::spawn(async move {
+            let read = tokio::task::spawn_blocking(move || read_dir(&dir)).await;
+            let (on_disk, read) = read.unwrap_or_default();
+            let mut all: Vec<WindowRecord> = on_disk
+                .into_iter()
+                .filter(|r| r.boot_id != boot_id)
+                .collect();
+            all.extend(windows);
+            let list: Vec<_> = all
+                .iter()
+                .filter(|r| since_ms.is_none_or(|s| r.end_ms >= s))
+                .map(window_json)
+                .collect();
+            let store = status_of(&status);
+            let _ = reply.send(serde_json::json!({
+                "window_seconds": window_seconds,
+                "boot_id": format!("{boot_id:016x}"),
+                "dropped_events": dropped,
+                "storage": {
+                    "path": store.path,
+                    "ok": store.error.is_none(),
+                    "error": store.error,
+                    "bytes": store.size,
+                    "pending_records": store.pending,
+                    "max_bytes": max_bytes,
+                    "at_start": store.startup,
+                    "now": read,
+                },
+                "windows": list,
+            }));
+        });
     }
 }
 
-/// Starts the stats task.
+/// Starts the stats task and its writer thread.
 pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<()>) {
     let (tx, mut rx) = mpsc::channel(config.channel);
     let dropped = Arc::new(AtomicU64::new(0));
@@ -807,14 +905,36 @@ pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<
         );
         h.finish()
     };
-    let store = Store::open(&config.dir, config.max_bytes);
+    // Opening reads the log once, before serving starts; every later disk
+    // access is on the writer thread or a blocking thread.
+    let (store, startup) = Store::open(&config.dir, config.max_bytes);
+    let status: SharedStatus = Arc::new(Mutex::new(StoreStatus {
+        path: store.path(),
+        error: store.error.clone(),
+        size: store.size,
+        startup,
+        pending: 0,
+    }));
+    let (writes, write_rx) = mpsc::unbounded_channel();
+    let spawned = {
+        let status = status.clone();
+        std::thread::Builder::new()
+            .name("stats-writer".into())
+            .spawn(move || writer(store, status, write_rx))
+    };
+    if let Err(e) = spawned {
+        let msg = format!("starting the stats writer thread: {e}");
+        log::error!("stats: {msg}; stats stay in memory");
+        status.lock().unwrap_or_else(PoisonError::into_inner).error = Some(msg);
+    }
     let mut task = Task {
         boot_id,
         secret,
         open: Open::new(0, SystemTime::now(), 0),
         closed: Vec::new(),
         reconfigs: HashMap::new(),
-        store,
+        writes,
+        status,
         dropped: dropped.clone(),
         connections: connections.clone(),
         in_flight: in_flight.clone(),
@@ -844,19 +964,19 @@ pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<
                             r.end = Some(at);
                         }
                     }
-                    Some(Msg::Report { since_ms, reply }) => { let _ = reply.send(task.report(since_ms)); }
-                    Some(Msg::Checkpoint { reply }) => {
-                        task.checkpoint();
-                        let _ = reply.send(());
-                    }
+                    Some(Msg::Report { since_ms, reply }) => task.report(since_ms, reply),
+                    Some(Msg::Checkpoint { reply }) => task.checkpoint(Some(reply)),
                     None => {
-                        // Shutting down: the open window is written whole.
-                        task.checkpoint();
+                        // Shutting down: the open window is written whole,
+                        // and this task ends once it is on the card.
+                        let (done, written) = oneshot::channel();
+                        task.checkpoint(Some(done));
+                        let _ = written.await;
                         return;
                     }
                 },
                 _ = tokio::time::sleep_until(window_end.into()) => task.close_window(),
-                _ = checkpoint.tick() => task.checkpoint(),
+                _ = checkpoint.tick() => task.checkpoint(None),
             }
         }
     });

@@ -21,6 +21,28 @@ use tokio::net::TcpListener;
 
 use crate::client::{Conn, Target};
 
+/// The bare hyper server that answers every request at once with a small
+/// completion-shaped body: the physical limit of the HTTP stack on this
+/// machine, for comparisons.
+pub async fn hello(listener: TcpListener) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            return;
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(async move {
+            let svc = service_fn(|_req| async {
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
+                    br#"{"choices":[{"text":"ok"}],"usage":{"completion_tokens":1}}"#,
+                ))))
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
 /// The harness's ceiling.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Calibration {
@@ -35,23 +57,7 @@ pub struct Calibration {
 pub async fn calibrate(clients: usize, duration: Duration) -> anyhow::Result<Calibration> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let server = tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let svc = service_fn(|_req| async {
-                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
-                        br#"{"choices":[{"text":"ok"}],"usage":{"completion_tokens":1}}"#,
-                    ))))
-                });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    });
+    let server = tokio::spawn(hello(listener));
     let target = Arc::new(Target {
         addr,
         host: addr.to_string(),
