@@ -6,7 +6,8 @@
 //! refused when set to anything but their neutral value, rather than
 //! silently ignored. Unknown fields are ignored, as clients send extras.
 
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::outcome::Outcome;
 
@@ -298,42 +299,108 @@ pub fn finish_reason(stopped: bool, length: bool) -> &'static str {
     }
 }
 
+// The answers are typed structs, serialized straight to bytes: building a
+// `serde_json::Value` first costs a map and a string per key, per request.
+
+/// A completion, whole or one event of a stream.
+#[derive(Debug, Serialize)]
+pub struct Completion<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: &'a str,
+    pub choices: [Choice<'a>; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Where and how long it ran (an extension; clients ignore it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<FabricInfo>,
+}
+
+/// The one choice of a completion.
+#[derive(Debug, Serialize)]
+pub struct Choice<'a> {
+    pub text: &'a str,
+    pub index: u32,
+    /// Always null: the fabric reports no log probabilities.
+    pub logprobs: Option<()>,
+    pub finish_reason: Option<&'a str>,
+}
+
+/// Token counts.
+#[derive(Debug, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub total_tokens: usize,
+}
+
+impl Usage {
+    pub fn new(prompt_tokens: usize, completion_tokens: usize) -> Usage {
+        Usage {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens + completion_tokens,
+        }
+    }
+}
+
+/// The fabric's side of a completion.
+#[derive(Debug, Serialize)]
+pub struct FabricInfo {
+    pub slot: Option<u8>,
+    pub queue_ms: f64,
+    pub fabric_us: u32,
+}
+
 /// The body of a finished, non-streamed completion.
-#[allow(clippy::too_many_arguments)]
-pub fn completion_body(
-    id: &str,
+pub fn completion_body<'a>(
+    id: &'a str,
     created: u64,
-    model: &str,
-    text: &str,
-    finish: &str,
-    prompt_tokens: usize,
-    completion_tokens: usize,
-    fabric: Value,
-) -> Value {
-    json!({
-        "id": id,
-        "object": "text_completion",
-        "created": created,
-        "model": model,
-        "choices": [{"text": text, "index": 0, "logprobs": null, "finish_reason": finish}],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-        "fabric": fabric,
-    })
+    model: &'a str,
+    text: &'a str,
+    finish: &'a str,
+    usage: Usage,
+    fabric: FabricInfo,
+) -> Completion<'a> {
+    Completion {
+        id,
+        object: "text_completion",
+        created,
+        model,
+        choices: [Choice {
+            text,
+            index: 0,
+            logprobs: None,
+            finish_reason: Some(finish),
+        }],
+        usage: Some(usage),
+        fabric: Some(fabric),
+    }
 }
 
 /// One event of a streamed completion.
-pub fn chunk_body(id: &str, created: u64, model: &str, text: &str, finish: Option<&str>) -> Value {
-    json!({
-        "id": id,
-        "object": "text_completion",
-        "created": created,
-        "model": model,
-        "choices": [{"text": text, "index": 0, "logprobs": null, "finish_reason": finish}],
-    })
+pub fn chunk_body<'a>(
+    id: &'a str,
+    created: u64,
+    model: &'a str,
+    text: &'a str,
+    finish: Option<&'a str>,
+) -> Completion<'a> {
+    Completion {
+        id,
+        object: "text_completion",
+        created,
+        model,
+        choices: [Choice {
+            text,
+            index: 0,
+            logprobs: None,
+            finish_reason: finish,
+        }],
+        usage: None,
+        fabric: None,
+    }
 }
 
 #[cfg(test)]

@@ -222,6 +222,14 @@ impl Config {
         if self.stats_max_bytes < 4096 {
             return Err(invalid("stats_max_bytes", "must be at least 4096"));
         }
+        if let Some(i) = &self.rotation.interval {
+            if parse_duration(i).is_none() {
+                return Err(invalid(
+                    "rotation.interval",
+                    "must be a duration such as 6h or 30m",
+                ));
+            }
+        }
         if !(0.0..=1000.0).contains(&self.sim.time_scale) {
             return Err(invalid("sim.time_scale", "must be in 0..=1000"));
         }
@@ -297,6 +305,22 @@ mod tests {
         assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
         assert_eq!(parse_duration("soon"), None);
         assert_eq!(parse_duration("0s"), None);
+    }
+
+    #[test]
+    fn the_documented_example_is_every_default() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/config.example.toml");
+        let parsed = Config::load(&path).expect("docs/config.example.toml parses");
+        parsed.validate().expect("and is valid");
+        assert_eq!(format!("{parsed:?}"), format!("{:?}", Config::default()));
+    }
+
+    #[test]
+    fn a_bad_rotation_interval_is_named() {
+        let mut c = Config::default();
+        c.rotation.interval = Some("every so often".into());
+        let err = c.validate().expect_err("refused");
+        assert!(err.to_string().starts_with("rotation.interval:"), "{err}");
     }
 
     #[test]

@@ -36,6 +36,51 @@ use crate::outcome::Outcome;
 /// A request's id, unique for the daemon's life.
 pub type ReqId = u64;
 
+/// The sending end of a request's events. The scheduler never waits on it:
+/// a request hears at most `max_tokens` + 3 events, so it is unbounded.
+#[derive(Debug, Clone)]
+pub struct EventSender(futures_channel::mpsc::UnboundedSender<ReqEvent>);
+
+impl EventSender {
+    /// Sends an event; fails only if the request's handler has gone.
+    pub fn try_send(&self, ev: ReqEvent) -> Result<(), ReqEvent> {
+        self.0.unbounded_send(ev).map_err(|e| e.into_inner())
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+/// The receiving end of a request's events.
+///
+/// `futures-channel` rather than tokio's mpsc: tokio's allocates a block of
+/// 32 slots (about 2 KiB here) for every channel up front, and thousands of
+/// requests wait at once; this one allocates per message, and a request has
+/// a few.
+#[derive(Debug)]
+pub struct Events(futures_channel::mpsc::UnboundedReceiver<ReqEvent>);
+
+impl Events {
+    /// The next event; `None` once the scheduler dropped the request.
+    /// Cancel-safe, so it can sit in a `select!`.
+    pub async fn recv(&mut self) -> Option<ReqEvent> {
+        use futures_core::Stream;
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut self.0).poll_next(cx)).await
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_recv(&mut self) -> Option<ReqEvent> {
+        self.0.try_recv().ok()
+    }
+}
+
+/// A request's event channel.
+pub fn events() -> (EventSender, Events) {
+    let (tx, rx) = futures_channel::mpsc::unbounded();
+    (EventSender(tx), Events(rx))
+}
+
 /// A validated request the HTTP layer hands over.
 #[derive(Debug)]
 pub struct Admission {
@@ -54,7 +99,7 @@ pub struct Admission {
     pub deadline: Instant,
     pub timeout: Duration,
     pub received: Instant,
-    pub events: mpsc::Sender<ReqEvent>,
+    pub events: EventSender,
     pub permit: Option<OwnedSemaphorePermit>,
 }
 
@@ -751,13 +796,8 @@ mod tests {
             .collect()
     }
 
-    fn adm(
-        id: ReqId,
-        client: &str,
-        model: &str,
-        now: Instant,
-    ) -> (Admission, mpsc::Receiver<ReqEvent>) {
-        let (tx, rx) = mpsc::channel(64);
+    fn adm(id: ReqId, client: &str, model: &str, now: Instant) -> (Admission, Events) {
+        let (tx, rx) = events();
         (
             Admission {
                 id,
@@ -819,8 +859,8 @@ mod tests {
         s.on_driver(done(first[0].0, first[0].1));
         let second = submitted(&s.dispatch(now));
         assert_eq!(second.len(), 1);
-        assert_eq!(lone_rx.try_recv(), Ok(ReqEvent::Queued));
-        assert!(matches!(lone_rx.try_recv(), Ok(ReqEvent::Started { .. })));
+        assert_eq!(lone_rx.try_recv(), Some(ReqEvent::Queued));
+        assert!(matches!(lone_rx.try_recv(), Some(ReqEvent::Started { .. })));
     }
 
     #[test]
@@ -836,9 +876,9 @@ mod tests {
         for (expected, rx) in rxs.iter_mut().enumerate() {
             let cmds = s.dispatch(now);
             let (tag, ctx) = submitted(&cmds)[0];
-            assert_eq!(rx.try_recv(), Ok(ReqEvent::Queued));
+            assert_eq!(rx.try_recv(), Some(ReqEvent::Queued));
             assert!(
-                matches!(rx.try_recv(), Ok(ReqEvent::Started { .. })),
+                matches!(rx.try_recv(), Some(ReqEvent::Started { .. })),
                 "request {expected} next"
             );
             s.on_driver(done(tag, ctx));
@@ -861,16 +901,16 @@ mod tests {
         assert!(
             matches!(cmds.as_slice(), [DriverCmd::Cancel { tag: t, ctx: c }] if *t == tag && *c == ctx)
         );
-        assert_eq!(rx_run.try_recv(), Ok(ReqEvent::Queued));
-        assert!(matches!(rx_run.try_recv(), Ok(ReqEvent::Started { .. })));
+        assert_eq!(rx_run.try_recv(), Some(ReqEvent::Queued));
+        assert!(matches!(rx_run.try_recv(), Some(ReqEvent::Started { .. })));
         assert!(matches!(
             rx_run.try_recv(),
-            Ok(ReqEvent::Failed(Outcome::DeadlineExceeded { .. }))
+            Some(ReqEvent::Failed(Outcome::DeadlineExceeded { .. }))
         ));
-        assert_eq!(rx_wait.try_recv(), Ok(ReqEvent::Queued));
+        assert_eq!(rx_wait.try_recv(), Some(ReqEvent::Queued));
         assert!(matches!(
             rx_wait.try_recv(),
-            Ok(ReqEvent::Failed(Outcome::DeadlineExceeded { .. }))
+            Some(ReqEvent::Failed(Outcome::DeadlineExceeded { .. }))
         ));
         assert_eq!(s.queued(), 0);
         // The context stays held until the fabric confirms the cancel.
@@ -883,7 +923,7 @@ mod tests {
             }
         }));
         assert_eq!(s.free_contexts(), 1);
-        assert!(rx_run.try_recv().is_err(), "no second answer");
+        assert!(rx_run.try_recv().is_none(), "no second answer");
     }
 
     #[test]
@@ -936,11 +976,11 @@ mod tests {
         d.status = CqeStatus::SlotNotReady;
         s.on_driver(DriverEvent::Done(d));
         assert_eq!(s.queued(), 2);
-        assert_eq!(ra.try_recv(), Ok(ReqEvent::Queued));
-        assert!(matches!(ra.try_recv(), Ok(ReqEvent::Started { .. })));
+        assert_eq!(ra.try_recv(), Some(ReqEvent::Queued));
+        assert!(matches!(ra.try_recv(), Some(ReqEvent::Started { .. })));
         s.dispatch(now);
         assert!(
-            matches!(ra.try_recv(), Ok(ReqEvent::Started { .. })),
+            matches!(ra.try_recv(), Some(ReqEvent::Started { .. })),
             "request 1 runs again first"
         );
     }

@@ -47,7 +47,7 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::outcome::Outcome;
-use crate::scheduler::{Admission, Published, ReqEvent, ReqId};
+use crate::scheduler::{Admission, Events, Published, ReqEvent, ReqId};
 use crate::text::{StopMatcher, Utf8Decoder};
 
 /// Connections over the cap that are still answered (with `overloaded`).
@@ -311,7 +311,7 @@ async fn route(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Resp
     resp
 }
 
-fn json_response(status: StatusCode, v: &serde_json::Value) -> Response<Body> {
+fn json_response<T: serde::Serialize>(status: StatusCode, v: &T) -> Response<Body> {
     let mut bytes = serde_json::to_vec(v).unwrap_or_default();
     bytes.push(b'\n');
     let mut r = Response::new(full(bytes));
@@ -446,12 +446,20 @@ async fn completions(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -
         received: Instant::now(),
         tokens_in: 0,
     };
-    match start_completion(app, req, &mut ledger).await {
-        Ok(resp) => resp,
+    // Boxed: admission's state (the body, the parsed request) is freed once
+    // it is done, so a request waiting its turn holds only what it needs
+    // to wait (the route's future lives as long as the request).
+    let started = match Box::pin(start_completion(app, req, &mut ledger)).await {
+        Ok(started) => started,
         Err(outcome) => {
             app.ended(&ledger, outcome.label(), 0, 0);
-            outcome.response()
+            return outcome.response();
         }
+    };
+    if started.request.stream {
+        stream_response(app, started)
+    } else {
+        whole_response(app, started).await
     }
 }
 
@@ -461,7 +469,7 @@ struct Started {
     tokenizer: Arc<fabric_model::Tokenizer>,
     request: CompletionRequest,
     prompt_tokens: usize,
-    events: mpsc::Receiver<ReqEvent>,
+    events: Events,
     guard: CancelGuard,
 }
 
@@ -475,11 +483,12 @@ impl Started {
     }
 }
 
+/// Validates a request and has it admitted: queued, or a typed refusal.
 async fn start_completion(
     app: &Arc<App>,
     req: Request<Incoming>,
     ledger: &mut Ledger,
-) -> Result<Response<Body>, Outcome> {
+) -> Result<Started, Outcome> {
     let received = ledger.received;
     if app.shutting_down.load(Ordering::Relaxed) {
         return Err(Outcome::ShuttingDown);
@@ -509,8 +518,10 @@ async fn start_completion(
                 })
         })
         .transpose()?;
-    let (_parts, bytes) = read_body(app, req).await?;
-    let request = api::parse_completion(&bytes)?;
+    let (parts, bytes) = read_body(app, req).await?;
+    drop(parts);
+    let mut request = api::parse_completion(&bytes)?;
+    drop(bytes);
     // `default` follows rotation: the model loaded most recently.
     let name = if request.model == DEFAULT_MODEL {
         match app.rotator.as_ref().and_then(|r| r.current()) {
@@ -534,7 +545,9 @@ async fn start_completion(
         .ok_or_else(|| Outcome::ModelNotLoaded {
             model: model.name.clone(),
         })?;
-    let prompt = tokenizer.encode(&request.prompt);
+    // The text is not needed once tokenized; a waiting request keeps only
+    // its tokens.
+    let prompt = tokenizer.encode(&std::mem::take(&mut request.prompt));
     ledger.model = Some(Arc::from(model.name.as_str()));
     ledger.tokens_in = prompt.len() as u64;
     if prompt.len() > app.info.max_prompt as usize {
@@ -574,7 +587,7 @@ async fn start_completion(
         });
     };
     let id = app.next_id.fetch_add(1, Ordering::Relaxed);
-    let (tx, mut events) = mpsc::channel(max_tokens as usize + 8);
+    let (tx, mut events) = crate::scheduler::events();
     let adm = Admission {
         id,
         model: Arc::from(model.name.as_str()),
@@ -616,7 +629,7 @@ async fn start_completion(
     app.metrics
         .tokens_in
         .fetch_add(prompt_tokens as u64, Ordering::Relaxed);
-    let started = Started {
+    Ok(Started {
         id,
         model: model_name,
         tokenizer,
@@ -624,12 +637,7 @@ async fn start_completion(
         prompt_tokens,
         events,
         guard,
-    };
-    if started.request.stream {
-        Ok(stream_response(app, started))
-    } else {
-        Ok(whole_response(app, started).await)
-    }
+    })
 }
 
 /// The client's address: the peer, or the first `X-Forwarded-For` entry
@@ -766,15 +774,19 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
     };
     let finish = api::finish_reason(finish == Finish::Stop, finish == Finish::Length);
     s.end(app, "ok", asm.tokens, fabric_us);
+    let id = format!("cmpl-{:016x}", s.id);
     let body = api::completion_body(
-        &format!("cmpl-{:016x}", s.id),
+        &id,
         unix_now(),
         &s.model,
         &text,
         finish,
-        s.prompt_tokens,
-        asm.tokens,
-        json!({"slot": slot, "queue_ms": queued.as_secs_f64() * 1e3, "fabric_us": fabric_us}),
+        api::Usage::new(s.prompt_tokens, asm.tokens),
+        api::FabricInfo {
+            slot,
+            queue_ms: queued.as_secs_f64() * 1e3,
+            fabric_us,
+        },
     );
     json_response(StatusCode::OK, &body)
 }
@@ -791,11 +803,12 @@ fn stream_response(app: &Arc<App>, s: Started) -> Response<Body> {
     r
 }
 
-fn sse(v: &serde_json::Value) -> Bytes {
-    Bytes::from(format!(
-        "data: {}\n\n",
-        serde_json::to_string(v).unwrap_or_default()
-    ))
+fn sse<T: serde::Serialize>(v: &T) -> Bytes {
+    let mut out = b"data: ".to_vec();
+    // Serializing these types cannot fail (no maps with non-string keys).
+    let _ = serde_json::to_writer(&mut out, v);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
 }
 
 /// Feeds one event stream; ends (and cancels) when the client goes away.
@@ -893,11 +906,7 @@ async fn finish_stream(
 ) {
     let mut last = api::chunk_body(id, created, &s.model, "", Some(reason));
     if s.request.include_usage {
-        last["usage"] = json!({
-            "prompt_tokens": s.prompt_tokens,
-            "completion_tokens": tokens,
-            "total_tokens": s.prompt_tokens + tokens,
-        });
+        last.usage = Some(api::Usage::new(s.prompt_tokens, tokens));
     }
     let ok = tx.send(sse(&last)).await.is_ok()
         && tx

@@ -38,11 +38,17 @@ enum Command {
         model: String,
         #[arg(long)]
         slot: Option<u8>,
+        /// Load even if the slot's requests have not finished within the
+        /// drain timeout (they get a typed `model_not_loaded` answer).
+        #[arg(long)]
+        force: bool,
     },
     /// Load the next model of the configured rotation schedule.
     Rotate,
     /// Stop starting work in a slot and wait for what runs there.
     Drain { slot: u8 },
+    /// Let a drained slot take work again.
+    Resume { slot: u8 },
     /// Served requests per window; the open window included.
     Stats {
         /// Windows ending after TIME: seconds since 1970, an RFC 3339 UTC
@@ -161,9 +167,12 @@ fn main() -> ExitCode {
     let req = match &cli.command {
         Command::Status => json!({"cmd": "status"}),
         Command::Models => json!({"cmd": "models"}),
-        Command::Load { model, slot } => json!({"cmd": "load", "model": model, "slot": slot}),
+        Command::Load { model, slot, force } => {
+            json!({"cmd": "load", "model": model, "slot": slot, "force": force})
+        }
         Command::Rotate => json!({"cmd": "rotate"}),
         Command::Drain { slot } => json!({"cmd": "drain", "slot": slot}),
+        Command::Resume { slot } => json!({"cmd": "resume", "slot": slot}),
         Command::Stats { since, .. } => {
             let since_ms = match since.as_deref().map(parse_since).transpose() {
                 Ok(s) => s,
@@ -264,7 +273,7 @@ fn print_human(cmd: &Command, d: &Value) {
                 );
             }
         }
-        Command::Load { .. } | Command::Rotate | Command::Drain { .. } => {
+        Command::Load { .. } | Command::Rotate | Command::Drain { .. } | Command::Resume { .. } => {
             println!("{}", d["message"].as_str().unwrap_or("done"));
             if d["slots"].is_array() {
                 print_slots(&d["slots"]);
