@@ -18,6 +18,12 @@ if [ -n "${DATA_DEV}" ] && ! grep -q ' /data ' "${TARGET_DIR}/etc/fstab"; then
 	echo "/dev/${DATA_DEV} /data ext4 defaults,noatime 0 2" >> "${TARGET_DIR}/etc/fstab"
 fi
 
+# The SSH keys scripts/build-image was given: copied to the data partition
+# on first boot (S05data), so the first login works.
+if [ -f "${BASE_DIR}/authorized_keys" ]; then
+	install -D -m 0600 "${BASE_DIR}/authorized_keys" "${TARGET_DIR}/etc/fabricd/authorized_keys"
+fi
+
 rm -rf "${TARGET_DIR}/etc/dropbear"
 ln -sfn /data/dropbear "${TARGET_DIR}/etc/dropbear"
 mkdir -p "${TARGET_DIR}/root"

@@ -9,8 +9,10 @@ FABRICD_SITE = $(BR2_EXTERNAL_FABRICD_PATH)/..
 FABRICD_SITE_METHOD = local
 FABRICD_SUBDIR = firmware/fabricd
 FABRICD_LICENSE = MIT or Apache-2.0
+# The repository is the source; leave out what is not (build output,
+# scripts/build-image's default output-<board> directories among it).
 FABRICD_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS = \
-	--exclude target --exclude results --exclude .ci
+	--exclude /target --exclude /results --exclude /.ci --exclude '/output-*'
 
 # Buildroot vendors the crates of downloaded cargo packages, never of
 # local ones, and builds offline: scripts/vendor-crates puts them in

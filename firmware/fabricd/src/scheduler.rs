@@ -699,33 +699,31 @@ pub async fn run(
     let mut cmds = Vec::new();
     let mut admitting = true;
     publish(&state, &published);
+    publish_slots(&state, &published);
     loop {
         let deadline = state.next_deadline();
         let mut completions = 0;
+        let mut slots_changed = false;
         tokio::select! {
             adm = ch.admit.recv(), if admitting => match adm {
-                Some(adm) => {
-                    if let Err(refusal) = state.admit(adm, Instant::now()) {
-                        let _ = refusal.admission.events.try_send(ReqEvent::Failed(refusal.outcome));
-                    }
-                }
+                Some(adm) => take_admission(&mut state, adm),
                 None => admitting = false,
             },
             Some(id) = ch.cancel.recv() => cmds.extend(state.cancel(id)),
             Some(c) = ch.control.recv() => match c {
-                Control::Slots(views) => state.set_slots(views),
-                Control::Accepting { slot, accepting } => state.set_accepting(slot, accepting),
+                Control::Slots(views) => {
+                    state.set_slots(views);
+                    slots_changed = true;
+                }
+                Control::Accepting { slot, accepting } => {
+                    state.set_accepting(slot, accepting);
+                    slots_changed = true;
+                }
                 Control::RunningIn { slot, reply } => { let _ = reply.send(state.running_in(slot)); }
                 Control::LoadEstimate(d) => state.load_estimate = d,
             },
             ev = ch.driver_events.recv() => match ev {
-                Some(ev) => {
-                    if let Some(f) = state.on_driver(ev) {
-                        if f.outcome.is_none() && !f.answered_before {
-                            completions += 1;
-                        }
-                    }
-                }
+                Some(ev) => completions += take_driver_event(&mut state, ev),
                 None => {
                     log::error!("scheduler: the fabric driver stopped; answering every request");
                     state.fail_all(&Outcome::FabricError { message: "the fabric driver stopped".into() });
@@ -734,6 +732,25 @@ pub async fn run(
                 }
             },
             _ = sleep_until(deadline) => cmds.extend(state.expire(Instant::now())),
+        }
+        // Take what else has arrived before dispatching: under load, one
+        // dispatch, one batch of driver commands and one publish serve a
+        // burst of admissions and completions, not each of them.
+        for _ in 0..BATCH {
+            let mut more = false;
+            if admitting {
+                if let Ok(adm) = ch.admit.try_recv() {
+                    take_admission(&mut state, adm);
+                    more = true;
+                }
+            }
+            if let Ok(ev) = ch.driver_events.try_recv() {
+                completions += take_driver_event(&mut state, ev);
+                more = true;
+            }
+            if !more {
+                break;
+            }
         }
         let now = Instant::now();
         cmds.extend(state.dispatch(now));
@@ -749,10 +766,33 @@ pub async fn run(
         let rate = meter.tick(now, completions);
         published.rate.store(rate.to_bits(), Ordering::Relaxed);
         publish(&state, &published);
+        if slots_changed {
+            publish_slots(&state, &published);
+        }
         in_flight.set(state.in_flight() as u64, now);
         if !admitting && state.queued() == 0 && state.in_flight() == 0 {
             return;
         }
+    }
+}
+
+/// Messages taken in one go after the one that woke the scheduler.
+const BATCH: usize = 64;
+
+fn take_admission(state: &mut State, adm: Admission) {
+    if let Err(refusal) = state.admit(adm, Instant::now()) {
+        let _ = refusal
+            .admission
+            .events
+            .try_send(ReqEvent::Failed(refusal.outcome));
+    }
+}
+
+/// Returns 1 for a request the fabric completed normally.
+fn take_driver_event(state: &mut State, ev: DriverEvent) -> u32 {
+    match state.on_driver(ev) {
+        Some(f) if f.outcome.is_none() && !f.answered_before => 1,
+        _ => 0,
     }
 }
 
@@ -761,6 +801,11 @@ fn publish(state: &State, published: &Published) {
     published
         .in_flight
         .store(state.in_flight(), Ordering::Relaxed);
+}
+
+/// The slots change only on control messages; copying them (with their
+/// hashes) on every event would cost allocations per request.
+fn publish_slots(state: &State, published: &Published) {
     let slots = state.slots();
     let mut guard = published
         .slots

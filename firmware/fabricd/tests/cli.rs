@@ -144,6 +144,49 @@ fn generate_is_deterministic_per_seed() {
 }
 
 #[test]
+fn inspect_prints_the_header_and_finds_the_catalog_entry() {
+    let catalog = bitstreams();
+    let out = run(fabricd()
+        .args(["inspect", "--catalog"])
+        .arg(&catalog)
+        .arg(catalog.join("kjv.bit")));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("part      xck26-sfvc784-2LV-c"), "{stdout}");
+    assert!(stdout.contains("user id   0x5eed0001"), "{stdout}");
+    assert!(stdout.contains("kind      partial"), "{stdout}");
+    assert!(stdout.contains("order     natural"), "{stdout}");
+    assert!(
+        stdout.contains("catalog   model kjv, partial image kjv.bit"),
+        "{stdout}"
+    );
+    let out = run(fabricd()
+        .args(["inspect", "--json", "--catalog"])
+        .arg(&catalog)
+        .arg(catalog.join("fortunes-full.bit")));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["partial"], false);
+    assert_eq!(v["catalog"]["model"], "fortunes");
+    assert_eq!(v["image"]["order"], "natural");
+}
+
+#[test]
+fn inspect_names_a_file_that_is_not_a_bitstream() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "not a bitstream at all").expect("write");
+    let out = run(fabricd().arg("inspect").arg(&file));
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("{}: not a bitstream", file.display())),
+        "{err}"
+    );
+    let out = run(fabricd().arg("inspect").arg(dir.path().join("missing.bit")));
+    assert!(text(&out.stderr).contains("missing.bit"));
+}
+
+#[test]
 fn without_a_fabric_probe_names_the_path_it_looked_at() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = run(fabricd().arg("probe").arg("--root").arg(dir.path()));

@@ -1,0 +1,43 @@
+//! The board side of the repository, checked without a board: the scripts'
+//! help and refusals, `flash-sd` against loop devices (as root), and the
+//! structure of the Buildroot tree. The checks live in `tests/` as shell
+//! and Python, the languages of what they check; these run them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run(program: &str, script: &str) {
+    let path = repo().join("tests").join(script);
+    let out = Command::new(program)
+        .arg(&path)
+        .current_dir(repo())
+        .output()
+        .unwrap_or_else(|e| panic!("{program} {}: {e}", path.display()));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{script} failed:\n{text}");
+    // Each script ends with its count; show it in `cargo test -- --nocapture`.
+    println!("{}", text.lines().last().unwrap_or_default());
+}
+
+#[test]
+fn the_board_scripts_explain_themselves_and_refuse_bad_input() {
+    run("bash", "scripts.sh");
+}
+
+#[test]
+fn flash_sd_refuses_what_it_must_and_writes_what_it_should() {
+    run("bash", "flash-sd.sh");
+}
+
+#[test]
+fn the_buildroot_tree_is_well_formed() {
+    run("python3", "check-buildroot-tree.py");
+}

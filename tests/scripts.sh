@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The board scripts explain themselves and refuse bad input with a reason:
+# every script's --help; unknown options; deploy, rotate and logs against a
+# board that is not there (nothing half-installed, a clear message);
+# build-image without a Buildroot tree; cross-test with a target that is
+# not a board's.
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo" || exit 1
+failures=0
+passed=0
+
+# expect STATUS MESSAGE CMD...: CMD exits with STATUS (or any non-zero for
+# "fail") and its output contains MESSAGE.
+expect() {
+    local want=$1 message=$2 out status
+    shift 2
+    out=$("$@" 2>&1 < /dev/null)
+    status=$?
+    if { [ "$want" = fail ] && [ "$status" -eq 0 ]; } || { [ "$want" != fail ] && [ "$status" -ne "$want" ]; }; then
+        echo "FAIL: $*: exit $status, expected $want: $out"; failures=$((failures + 1))
+    elif ! grep -q -- "$message" <<< "$out"; then
+        echo "FAIL: $*: output lacks '$message': $out"; failures=$((failures + 1))
+    else
+        echo "ok: $* -> $status, $(grep -m1 -- "$message" <<< "$out")"; passed=$((passed + 1))
+    fi
+}
+
+for s in scripts/build-image scripts/flash-sd scripts/deploy scripts/rotate scripts/logs \
+         scripts/vendor-crates scripts/cross-test scripts/bench-ladder scripts/bench-serve \
+         scripts/bench-rotation scripts/build-models; do
+    expect 0 "Usage" "$s" --help
+done
+for s in scripts/build-image scripts/flash-sd scripts/deploy scripts/rotate scripts/logs scripts/cross-test; do
+    expect 2 "" "$s" --no-such-option
+done
+
+# Port 1 on loopback: nothing listens, the connection is refused at once.
+unreachable=(--ssh-opts "-p 1" 127.0.0.1)
+expect 1 "cannot reach root@127.0.0.1 over SSH" scripts/deploy --no-build "${unreachable[@]}"
+expect 255 "cannot reach root@127.0.0.1 over SSH" scripts/rotate "${unreachable[@]}" kjv
+expect 255 "cannot reach root@127.0.0.1 over SSH" scripts/logs "${unreachable[@]}"
+expect 2 "is not a model name" scripts/rotate 127.0.0.1 '../../etc/passwd'
+expect 2 "takes a slot number" scripts/rotate 127.0.0.1 kjv --slot one
+expect 2 "--target must be" scripts/deploy --target x86_64-unknown-linux-gnu 127.0.0.1
+
+expect 2 "is not a Buildroot tree" scripts/build-image --buildroot /nonexistent --board kv260
+fake_br=$(mktemp -d)
+trap 'rm -rf "$fake_br"' EXIT
+mkdir -p "$fake_br/package" && touch "$fake_br/Makefile"
+expect 2 "--board must be kv260 or zed" scripts/build-image --buildroot "$fake_br" --board zcu102
+expect 2 "is not a board target" scripts/cross-test x86_64-unknown-linux-gnu
+
+echo "script tests: $passed passed, $failures failed"
+[ "$failures" -eq 0 ]
