@@ -9,6 +9,10 @@
 # target untouched.
 set -euo pipefail
 
+for tool in sfdisk findmnt lsblk; do
+    command -v "$tool" >/dev/null || {
+        echo "tests/flash-sd.sh needs $tool (Debian: apt-get install fdisk util-linux)" >&2; exit 1; }
+done
 repo=$(cd "$(dirname "$0")/.." && pwd)
 flash="$repo/scripts/flash-sd"
 work=$(mktemp -d)
