@@ -73,6 +73,9 @@ for pkg in packages:
     for var in ("VERSION", "SITE", "LICENSE"):
         if not re.search(rf"^{upper}_{var}\s*[:+]?=", mk, re.M):
             problem(os.path.join(d, f"{pkg}.mk"), f"no {upper}_{var}")
+    for script in sorted(f for f in os.listdir(d) if re.fullmatch(r"S\d\d[\w-]+", f)):
+        if script not in mk:
+            problem(os.path.join(d, script), f"is not installed by {pkg}.mk")
     infra = re.findall(r"^\$\(eval \$\(([a-z-]+)\)\)\s*$", mk, re.M)
     if not infra or not infra[-1].endswith("package"):
         problem(os.path.join(d, f"{pkg}.mk"), "does not end with $(eval $(<infrastructure>-package))")

@@ -37,7 +37,7 @@ for s in scripts/build-image scripts/flash-sd scripts/deploy scripts/rotate scri
 done
 
 # Port 1 on loopback: nothing listens, the connection is refused at once.
-unreachable=(--ssh-opts "-p 1" 127.0.0.1)
+unreachable=(--ssh-opts "-o Port=1" 127.0.0.1)
 expect 1 "cannot reach root@127.0.0.1 over SSH" scripts/deploy --no-build "${unreachable[@]}"
 expect 255 "cannot reach root@127.0.0.1 over SSH" scripts/rotate "${unreachable[@]}" kjv
 expect 255 "cannot reach root@127.0.0.1 over SSH" scripts/logs "${unreachable[@]}"

@@ -32,14 +32,24 @@ define FABRICD_CHECK_VENDORED
 endef
 FABRICD_PRE_BUILD_HOOKS += FABRICD_CHECK_VENDORED
 
+# The catalog, and the static shell if bitstreams/shell/ has one (its full
+# bitstream shell.bin and overlay shell.dtbo, loaded at boot by
+# S55fabricd-shell).
 define FABRICD_INSTALL_CATALOG
 	mkdir -p $(TARGET_DIR)/lib/firmware/fabricd
-	$(INSTALL) -m 0644 $(FABRICD_SRCDIR)/../../bitstreams/* \
-		$(TARGET_DIR)/lib/firmware/fabricd/
+	find $(FABRICD_SRCDIR)/../../bitstreams -maxdepth 1 -type f \
+		-exec $(INSTALL) -m 0644 -t $(TARGET_DIR)/lib/firmware/fabricd/ {} +
+	if [ -d $(FABRICD_SRCDIR)/../../bitstreams/shell ]; then \
+		$(INSTALL) -d $(TARGET_DIR)/lib/firmware/fabricd/shell && \
+		$(INSTALL) -m 0644 $(FABRICD_SRCDIR)/../../bitstreams/shell/* \
+			$(TARGET_DIR)/lib/firmware/fabricd/shell/; \
+	fi
 endef
 FABRICD_POST_INSTALL_TARGET_HOOKS += FABRICD_INSTALL_CATALOG
 
 define FABRICD_INSTALL_INIT_SYSV
+	$(INSTALL) -D -m 0755 $(FABRICD_PKGDIR)/S55fabricd-shell \
+		$(TARGET_DIR)/etc/init.d/S55fabricd-shell
 	$(INSTALL) -D -m 0755 $(FABRICD_PKGDIR)/S60fabricd \
 		$(TARGET_DIR)/etc/init.d/S60fabricd
 	$(INSTALL) -D -m 0644 $(FABRICD_PKGDIR)/fabricd.toml \
