@@ -23,7 +23,8 @@ machine() {
 }
 
 commit() {
-    echo "$(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet || echo ' (with uncommitted changes)')"
+    # Earlier results being replaced do not count as changes.
+    echo "$(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet -- . ':!results' || echo ' (with uncommitted changes)')"
 }
 
 # start_daemon NAME PORT TOML-BODY: fabricd serve --sim with that config;

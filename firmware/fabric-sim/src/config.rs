@@ -84,6 +84,11 @@ pub struct SimConfig {
     /// Exit when the process that started us dies (`fabricd serve --sim`).
     #[arg(long, hide = true)]
     pub die_with_parent: bool,
+    /// After a full reconfiguration, bring the shell's UIO device back under
+    /// the next number (uio0 becomes uio1), as a kernel that re-registers
+    /// it does: for testing that the daemon finds it again by name.
+    #[arg(long, hide = true)]
+    pub renumber_uio: bool,
     /// Report this shell version (MAJOR.MINOR), for testing refusals.
     #[arg(long, default_value = "1.0", hide = true)]
     pub shell_version: String,

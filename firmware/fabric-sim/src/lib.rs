@@ -76,6 +76,8 @@ pub(crate) struct Shared {
     /// doorbell by microseconds.
     pub burst: std::sync::atomic::AtomicU32,
     pub sequencer: OnceLock<Thread>,
+    /// The shell's UIO number now (see `--renumber-uio`).
+    pub uio_number: std::sync::atomic::AtomicU32,
     pub paths: Paths,
     pub config: SimConfig,
 }
@@ -155,6 +157,7 @@ impl Simulator {
             stop: AtomicBool::new(false),
             burst: std::sync::atomic::AtomicU32::new(0),
             sequencer: OnceLock::new(),
+            uio_number: std::sync::atomic::AtomicU32::new(0),
             paths: paths.clone(),
             config,
         });

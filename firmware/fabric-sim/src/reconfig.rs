@@ -216,6 +216,30 @@ fn set_state(shared: &Shared, state: &str) {
     let _ = fs::write(shared.paths.fpga_mgr.join("state"), format!("{state}\n"));
 }
 
+/// The shell's UIO device comes back under the next number: its sysfs
+/// directory, device node and interrupt socket move from uioN to uioN+1.
+/// The node is the same file under a new name (the simulator's own mapping
+/// stays valid); the daemon must find it again by name.
+fn renumber_uio(shared: &Shared) -> std::io::Result<()> {
+    use std::sync::atomic::Ordering;
+    let root = &shared.paths.root;
+    let n = shared.uio_number.load(Ordering::Relaxed);
+    let (old, new) = (format!("uio{n}"), format!("uio{}", n + 1));
+    fs::rename(root.uio_class().join(&old), root.uio_class().join(&new))?;
+    fs::hard_link(root.dev(&old), root.dev(&new))?;
+    fs::remove_file(root.dev(&old))?;
+    fs::rename(
+        root.dev(&format!("{old}.irq")),
+        root.dev(&format!("{new}.irq")),
+    )?;
+    shared.uio_number.store(n + 1, Ordering::Relaxed);
+    log::info!(
+        "fabric-sim: the shell's UIO device is now {}",
+        root.dev(&new).display()
+    );
+    Ok(())
+}
+
 /// The FPGA manager's `firmware` was written.
 pub(crate) fn full_load(shared: &Shared, firmware: &str) {
     let flags = fs::read_to_string(shared.paths.fpga_mgr.join("flags"))
@@ -254,6 +278,11 @@ pub(crate) fn full_load(shared: &Shared, firmware: &str) {
             while shared.lock().is_dark() && !shared.stopping() {
                 shared.wake();
                 std::thread::sleep(Duration::from_millis(1));
+            }
+            if shared.config.renumber_uio {
+                if let Err(e) = renumber_uio(shared) {
+                    log::warn!("fabric-sim: renumbering the shell's UIO device: {e}");
+                }
             }
             set_state(shared, "operating");
         }

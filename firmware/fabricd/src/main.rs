@@ -156,7 +156,13 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fabricd: {e:#}");
-            ExitCode::FAILURE
+            if e.downcast_ref::<fabricd::serve::RestartRequired>()
+                .is_some()
+            {
+                ExitCode::from(fabricd::serve::RestartRequired::EXIT_CODE)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -193,6 +193,40 @@ impl Default for RotationConfig {
     }
 }
 
+/// How a load asks the daemon to restart: after a reconfiguration the
+/// shell's UIO device came back under another number, so every handle to
+/// the old one is invalid. A restart attaches to the new one without
+/// reflashing anything (see `serve`), which is simpler and better tested
+/// than swapping every handle in place.
+#[derive(Debug, Clone, Default)]
+pub struct RestartHandle {
+    shutdown: Option<tokio_util::sync::CancellationToken>,
+    requested: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl RestartHandle {
+    /// A handle that stops the daemon through `shutdown`.
+    pub fn new(shutdown: tokio_util::sync::CancellationToken) -> RestartHandle {
+        RestartHandle {
+            shutdown: Some(shutdown),
+            requested: Arc::default(),
+        }
+    }
+
+    fn request(&self) {
+        self.requested
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(s) = &self.shutdown {
+            s.cancel();
+        }
+    }
+
+    /// Whether a restart was asked for.
+    pub fn requested(&self) -> bool {
+        self.requested.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// What a finished load reports.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LoadReport {
@@ -204,6 +238,9 @@ pub struct LoadReport {
     pub drain_ms: u128,
     pub reconfigure_ms: u128,
     pub total_ms: u128,
+    /// Set when the shell's UIO device moved and the daemon restarts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart: Option<String>,
 }
 
 /// Whether a `.bit` header's part names this board's part. Vivado writes
@@ -246,6 +283,7 @@ pub struct Rotator {
     rate: Mutex<f64>,
     /// The model `default` names (see [`Rotator::current`]).
     current: Mutex<Option<Arc<str>>>,
+    restart: RestartHandle,
 }
 
 impl std::fmt::Debug for Rotator {
@@ -312,7 +350,45 @@ impl Rotator {
             loaded_at: Mutex::new(HashMap::new()),
             rate: Mutex::new(400_000.0),
             current: Mutex::new(None),
+            restart: RestartHandle::default(),
         }
+    }
+
+    /// Has the daemon restart (through `restart`) when a reconfiguration
+    /// moves the shell's UIO device.
+    pub fn with_restart(mut self, restart: RestartHandle) -> Rotator {
+        self.restart = restart;
+        self
+    }
+
+    /// After a reconfiguration: the shell's UIO device, found again by
+    /// name. If it is not the one the daemon holds, every handle to the old
+    /// one is invalid: the daemon must not touch it again, and restarts.
+    /// Returns why, if so.
+    fn device_moved(&self) -> Option<String> {
+        let held = self.shell.device();
+        let why = match fabric_hw::uio::UioDevice::find(
+            &self.root,
+            fabric_hw::contract::SHELL_UIO_NAME,
+        ) {
+            Ok(now)
+                if now.number == held.number
+                    && now.dev_path == held.dev_path
+                    && now.maps == held.maps =>
+            {
+                return None
+            }
+            Ok(now) => format!(
+                "the shell's UIO device moved from {} to {} with the reconfiguration",
+                held.dev_path.display(),
+                now.dev_path.display()
+            ),
+            Err(e) => format!("the shell's UIO device is gone after the reconfiguration ({e})"),
+        };
+        let why = format!("{why}; every handle to the old one is invalid, so fabricd restarts to attach again (nothing is reflashed)");
+        log::error!("rotation: {why}");
+        self.restart.request();
+        Some(why)
     }
 
     /// The slots as the scheduler should see them: the shell's state and
@@ -395,6 +471,7 @@ impl Rotator {
                 drain_ms: 0,
                 reconfigure_ms: 0,
                 total_ms: 0,
+                restart: None,
             });
         }
         self.load(&next, None, false).await
@@ -757,6 +834,7 @@ impl Rotator {
             drain_ms: drained.as_millis(),
             reconfigure_ms: reconfigure.as_millis(),
             total_ms: start.elapsed().as_millis(),
+            restart: self.device_moved(),
         })
     }
 
@@ -911,11 +989,17 @@ impl Rotator {
         .await
         .map_err(|e| RotationError::Internal(format!("the load task failed: {e}")))?;
         let reconfigure = t.elapsed();
+        let mut restart = None;
         if result.is_ok() {
-            // The shell came back from power-on reset: rings again.
-            let (reply, rx) = oneshot::channel();
-            if self.driver.send(DriverCmd::Reset { reply }).await.is_ok() {
-                let _ = rx.await;
+            // The shell came back from power-on reset: rings again, on the
+            // device found by name; if it moved, the old handles are
+            // invalid and the restart attaches to the new one.
+            restart = self.device_moved();
+            if restart.is_none() {
+                let (reply, rx) = oneshot::channel();
+                if self.driver.send(DriverCmd::Reset { reply }).await.is_ok() {
+                    let _ = rx.await;
+                }
             }
         }
         lock(&self.loading).clear();
@@ -936,6 +1020,7 @@ impl Rotator {
             drain_ms: drained.as_millis(),
             reconfigure_ms: reconfigure.as_millis(),
             total_ms: start.elapsed().as_millis(),
+            restart,
         })
     }
 }

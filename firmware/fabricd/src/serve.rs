@@ -75,16 +75,20 @@ pub async fn run(
     let (events_tx, events_rx) = mpsc::channel(1024);
     let driver_task = tokio::spawn(driver.run(driver_rx, events_tx));
     let (control_tx, control_rx) = mpsc::channel(64);
-    let rotator = Arc::new(Rotator::new(
-        root.clone(),
-        catalog.clone(),
-        shell.clone(),
-        topology,
-        control_tx.clone(),
-        driver_tx.clone(),
-        stats.clone(),
-        config.rotation(),
-    ));
+    let restart = crate::rotation::RestartHandle::new(shutdown.clone());
+    let rotator = Arc::new(
+        Rotator::new(
+            root.clone(),
+            catalog.clone(),
+            shell.clone(),
+            topology,
+            control_tx.clone(),
+            driver_tx.clone(),
+            stats.clone(),
+            config.rotation(),
+        )
+        .with_restart(restart.clone()),
+    );
     // A restart finds the models the fabric kept running: nothing is
     // reflashed.
     let views = rotator.views();
@@ -236,14 +240,41 @@ pub async fn run(
     stats.checkpoint().await;
     drop(stats);
     let _ = tokio::time::timeout(Duration::from_secs(2), stats_task).await;
+    let _ = std::fs::remove_file(&socket);
+    if restart.requested() {
+        // The shell's device moved: the handle held here is invalid and is
+        // not touched again.
+        log::info!("serve: stopped to attach to the shell again");
+        return Err(RestartRequired.into());
+    }
     // Quiesce: stop the rings so the fabric writes nothing more into the
     // buffer we unmap on exit.
     if shell.magic_ok() {
         REG_CONTROL.set(shell.regs(), 0);
     }
-    let _ = std::fs::remove_file(&socket);
     log::info!("serve: stopped");
     Ok(())
+}
+
+/// `run` stopped so that a new start attaches to the shell's UIO device,
+/// which a reconfiguration moved. `fabricd serve` exits with
+/// [`RestartRequired::EXIT_CODE`]; the board's init script starts it again.
+#[derive(Debug, thiserror::Error)]
+#[error("the shell's UIO device moved with a reconfiguration; start fabricd again to attach to it")]
+pub struct RestartRequired;
+
+impl RestartRequired {
+    /// `EX_TEMPFAIL`: try again.
+    pub const EXIT_CODE: u8 = 75;
+}
+
+/// What `fabricctl load` and `rotate` print.
+fn load_message(r: &crate::rotation::LoadReport) -> String {
+    let done = format!("slot {} runs {} ({} ms)", r.slot, r.model, r.total_ms);
+    match &r.restart {
+        Some(why) => format!("{done}; {why}"),
+        None => done,
+    }
 }
 
 /// The control socket's commands.
@@ -267,6 +298,7 @@ impl Commands for Admin {
                 "uptime_s": self.started.elapsed().as_secs_f64(),
                 "fabric": {
                     "state": if app.shell.magic_ok() { "attached" } else { "dark" },
+                    "device": app.shell.device().dev_path,
                     "shell": app.info,
                 },
                 "queue_depth": app.published.queued.load(Relaxed),
@@ -326,7 +358,7 @@ impl Commands for Admin {
                     .await
                     .map_err(refuse)?;
                 Ok(json!({
-                    "message": format!("slot {} runs {} ({} ms)", r.slot, r.model, r.total_ms),
+                    "message": load_message(&r),
                     "report": r,
                     "slots": app.published.slots(),
                 }))
@@ -334,7 +366,7 @@ impl Commands for Admin {
             "rotate" => {
                 let r = self.rotator.rotate().await.map_err(refuse)?;
                 Ok(json!({
-                    "message": format!("slot {} runs {} ({} ms)", r.slot, r.model, r.total_ms),
+                    "message": load_message(&r),
                     "report": r,
                     "slots": app.published.slots(),
                 }))

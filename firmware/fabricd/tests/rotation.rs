@@ -344,6 +344,69 @@ async fn a_restart_finds_the_loaded_models_without_reflashing() {
     task.await.expect("join").expect("clean stop");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_device_that_moves_is_found_again_by_name() {
+    // A full reconfiguration after which the kernel brings the shell's UIO
+    // device back as uio1: the daemon must not keep using uio0.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut sc = fabric_sim::SimConfig::for_root(dir.path());
+    sc.firmware = Some(common::bitstreams());
+    sc.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
+    sc.no_configfs = true;
+    sc.renumber_uio = true;
+    sc.time_scale = 0.04; // the 25 s dark period becomes 1 s
+    let sim = fabric_sim::Simulator::start(sc).expect("sim");
+    let start_daemon = |dir: &std::path::Path| {
+        let config = fabricd::config::Config {
+            root: dir.to_owned(),
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            ..Default::default()
+        };
+        let listener = fabricd::serve::listen(config.listen).expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(fabricd::serve::run(config, listener, stop.clone()));
+        (addr, stop, task)
+    };
+    let (addr, _stop, task) = start_daemon(dir.path());
+    wait_ready(addr).await;
+    let status = control_at(dir.path(), json!({"cmd": "status"})).await;
+    let device = status["data"]["fabric"]["device"].as_str().expect("device");
+    assert!(device.ends_with("/dev/uio0"), "{status}");
+    // The load succeeds, says the device moved, and the daemon stops to
+    // attach again, without touching the old handle.
+    let r = control_at(dir.path(), json!({"cmd": "load", "model": "fortunes"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let why = r["data"]["report"]["restart"].as_str().expect("restart");
+    assert!(
+        why.contains("/dev/uio0 to ") && why.contains("/dev/uio1"),
+        "{why}"
+    );
+    let err = task.await.expect("join").expect_err("stops to restart");
+    assert!(
+        err.downcast_ref::<fabricd::serve::RestartRequired>()
+            .is_some(),
+        "{err:#}"
+    );
+    let loads: Vec<u32> = (0..2).map(|s| slot_loads(&sim, s)).collect();
+    // Started again, it finds the shell under its new name and serves the
+    // model the full reconfiguration loaded, without reflashing.
+    let (addr, stop, task) = start_daemon(dir.path());
+    wait_ready(addr).await;
+    let status = control_at(dir.path(), json!({"cmd": "status"})).await;
+    let device = status["data"]["fabric"]["device"].as_str().expect("device");
+    assert!(device.ends_with("/dev/uio1"), "{status}");
+    assert_eq!(slots(addr).await[0], ("fortunes".into(), "ready".into()));
+    let r = post_json(addr, req("fortunes", 4)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        (0..2).map(|s| slot_loads(&sim, s)).collect::<Vec<_>>(),
+        loads
+    );
+    stop.cancel();
+    task.await.expect("join").expect("clean stop");
+}
+
 fn slot_loads(sim: &fabric_sim::Simulator, slot: usize) -> u32 {
     let root = sim.root();
     let topo = fabric_hw::devtree::discover_live(&root.device_tree()).expect("topology");
