@@ -95,6 +95,10 @@ pub struct Admission {
     /// Whether the fabric should report tokens as they come (streaming, or
     /// stop sequences to watch for).
     pub progress: bool,
+    /// Whether the request hears `Queued` and `Started` (a stream must know
+    /// it was admitted before its 200 goes out). A whole response only
+    /// needs its end: one wake-up a request instead of three.
+    pub announce: bool,
     pub stop_token: u32,
     pub deadline: Instant,
     pub timeout: Duration,
@@ -107,9 +111,9 @@ pub struct Admission {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReqEvent {
     /// It was admitted into the queue (the answer will be a result or a
-    /// typed outcome; a 200 may be sent).
+    /// typed outcome; a 200 may be sent). Only if it asked to be announced.
     Queued,
-    /// It reached the fabric.
+    /// It reached the fabric. Only if it asked to be announced.
     Started { slot: u8, queued: Duration },
     /// More output tokens.
     Tokens(Vec<u32>),
@@ -119,6 +123,9 @@ pub enum ReqEvent {
         tokens: Vec<u32>,
         n_tokens: u32,
         fabric_us: u32,
+        /// Where it ran, and how long it waited for a context.
+        slot: u8,
+        queued: Duration,
     },
     /// It ended without a result.
     Failed(Outcome),
@@ -147,6 +154,8 @@ struct Running {
     adm: Admission,
     ctx: u16,
     slot: u8,
+    /// How long it waited for its context.
+    queued: Duration,
     /// Answered already (deadline or cancel): only the context is held.
     answered: bool,
 }
@@ -237,6 +246,11 @@ impl State {
 
     /// Queues a request, or says why not.
     pub fn admit(&mut self, adm: Admission, now: Instant) -> Result<(), Box<Refusal>> {
+        if adm.events.is_closed() {
+            // The client went away before its admission got here (its
+            // cancel may even have overtaken it): nothing to queue.
+            return Ok(());
+        }
         let serving = self
             .slots
             .iter()
@@ -275,7 +289,9 @@ impl State {
             }));
         }
         self.deadlines.insert((adm.deadline, adm.id));
-        let _ = adm.events.try_send(ReqEvent::Queued);
+        if adm.announce {
+            let _ = adm.events.try_send(ReqEvent::Queued);
+        }
         self.enqueue_back(adm);
         Ok(())
     }
@@ -309,6 +325,12 @@ impl State {
             };
             while let Some(id) = list.pop_front() {
                 if let Some(adm) = self.waiting.remove(&id) {
+                    if adm.events.is_closed() {
+                        // Its client went away and the cancel is still on
+                        // its way: it never reaches the fabric.
+                        self.deadlines.remove(&(adm.deadline, id));
+                        continue;
+                    }
                     if list.is_empty() {
                         q.per_client.remove(&client);
                     } else {
@@ -353,10 +375,13 @@ impl State {
                 let Some(ctx) = slot.free.pop() else { break };
                 let index = slot.view.index;
                 let tag = self.tag();
-                let _ = adm.events.try_send(ReqEvent::Started {
-                    slot: index,
-                    queued: now.saturating_duration_since(adm.received),
-                });
+                let queued = now.saturating_duration_since(adm.received);
+                if adm.announce {
+                    let _ = adm.events.try_send(ReqEvent::Started {
+                        slot: index,
+                        queued,
+                    });
+                }
                 cmds.push(DriverCmd::Submit(Job {
                     tag,
                     ctx,
@@ -374,6 +399,7 @@ impl State {
                         adm,
                         ctx,
                         slot: index,
+                        queued,
                         answered: false,
                     },
                 );
@@ -479,6 +505,8 @@ impl State {
                     tokens: d.tokens,
                     n_tokens: d.n_tokens,
                     fabric_us: d.fabric_us,
+                    slot: r.slot,
+                    queued: r.queued,
                 });
                 return Some(Finished::of(&r, None));
             }
@@ -853,6 +881,7 @@ mod tests {
                 temperature: 0.0,
                 seed: 0,
                 progress: false,
+                announce: true,
                 stop_token: 256,
                 deadline: now + Duration::from_secs(10),
                 timeout: Duration::from_secs(10),
@@ -990,6 +1019,32 @@ mod tests {
         s.dispatch(now);
         assert!(s.cancel(3).is_none());
         assert_eq!(s.queued(), 0);
+    }
+
+    #[test]
+    fn a_request_whose_client_went_away_never_reaches_the_fabric() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["m"]), 1);
+        // Gone before its admission arrived (its cancel overtook it).
+        let (a, ra) = adm(1, "a", "m", now);
+        drop(ra);
+        assert!(s.cancel(1).is_none());
+        s.admit(a, now).expect("admit");
+        assert_eq!(s.queued(), 0);
+        // Gone while it waited: skipped, the next one gets the context.
+        let (b, rb) = adm(2, "a", "m", now);
+        let (c, _rc) = adm(3, "b", "m", now);
+        s.admit(b, now).expect("admit");
+        s.admit(c, now).expect("admit");
+        drop(rb);
+        let cmds = s.dispatch(now);
+        assert_eq!(submitted(&cmds).len(), 1);
+        assert_eq!(
+            s.running.values().map(|r| r.adm.id).collect::<Vec<_>>(),
+            [3]
+        );
+        assert_eq!(s.next_deadline(), Some(now + Duration::from_secs(10)));
+        assert_eq!(s.deadlines.len(), 1, "the skipped one's deadline is gone");
     }
 
     #[test]

@@ -94,6 +94,9 @@ impl App {
         self.metrics.outcome(label);
         if label == "ok" {
             self.metrics
+                .tokens_in
+                .fetch_add(l.tokens_in, Ordering::Relaxed);
+            self.metrics
                 .tokens_out
                 .fetch_add(tokens_out, Ordering::Relaxed);
             self.metrics
@@ -597,6 +600,9 @@ async fn start_completion(
         temperature: request.temperature,
         seed: request.seed.unwrap_or_else(|| random_seed(id)),
         progress: request.stream || !request.stop.is_empty(),
+        // A stream must know before its 200; with stop sequences the
+        // answer may end before `Finished`, so it learns its slot early.
+        announce: request.stream || !request.stop.is_empty(),
         stop_token: if request.ignore_eos {
             fabric_hw::contract::NO_STOP_TOKEN
         } else {
@@ -613,22 +619,24 @@ async fn start_completion(
     if app.admit.send(adm).await.is_err() {
         return Err(Outcome::ShuttingDown);
     }
-    // The scheduler's first word: queued, or a typed refusal.
-    match events.recv().await {
-        Some(ReqEvent::Queued) => {}
-        Some(ReqEvent::Failed(o)) => return Err(o),
-        _ => return Err(Outcome::ShuttingDown),
+    // A stream waits for the scheduler's first word (queued, or a typed
+    // refusal) before its 200 goes out. A whole response hears a refusal
+    // as its one and only event, and answers it the same way.
+    if request.stream {
+        match events.recv().await {
+            Some(ReqEvent::Queued) => {}
+            Some(ReqEvent::Failed(o)) => return Err(o),
+            _ => return Err(Outcome::ShuttingDown),
+        }
     }
-    // From here a client that goes away cancels the request.
+    // From here a client that goes away cancels the request (a cancel for
+    // a request the scheduler refused finds nothing, and does nothing).
     let guard = CancelGuard {
         id,
         app: app.clone(),
         ledger: ledger.clone(),
         armed: true,
     };
-    app.metrics
-        .tokens_in
-        .fetch_add(prompt_tokens as u64, Ordering::Relaxed);
     Ok(Started {
         id,
         model: model_name,
@@ -730,6 +738,8 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
     let mut queued = Duration::ZERO;
     let (finish, fabric_us) = loop {
         match s.events.recv().await {
+            // Only requests with stop sequences hear these (see `announce`).
+            Some(ReqEvent::Queued) => {}
             Some(ReqEvent::Started {
                 slot: sl,
                 queued: q,
@@ -750,8 +760,15 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
                 finish,
                 tokens,
                 fabric_us,
+                slot: sl,
+                queued: q,
                 ..
             }) => {
+                if slot.is_none() {
+                    app.metrics.queue_wait.observe(q);
+                }
+                slot = Some(sl);
+                queued = q;
                 text.push_str(&asm.push(&tokens));
                 text.push_str(&asm.finish());
                 let finish = if asm.stops.stopped() {
@@ -765,7 +782,6 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
                 s.end(app, o.label(), 0, 0);
                 return o.response();
             }
-            Some(ReqEvent::Queued) => {}
             None => {
                 s.end(app, Outcome::ShuttingDown.label(), 0, 0);
                 return Outcome::ShuttingDown.response();
