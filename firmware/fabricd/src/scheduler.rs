@@ -728,8 +728,21 @@ pub async fn run(
     let mut admitting = true;
     publish(&state, &published);
     publish_slots(&state, &published);
+    // One timer for the earliest deadline, moved only when that changes: a
+    // new one each turn of the loop would cost a timer-wheel insert and
+    // removal per wake-up.
+    let timer = tokio::time::sleep(Duration::from_secs(3600));
+    tokio::pin!(timer);
     loop {
         let deadline = state.next_deadline();
+        if let Some(t) = deadline {
+            let t = tokio::time::Instant::from_std(t);
+            // Re-armed after it fired too, so it can never be ready for a
+            // deadline that has not come.
+            if timer.deadline() != t || timer.is_elapsed() {
+                timer.as_mut().reset(t);
+            }
+        }
         let mut completions = 0;
         let mut slots_changed = false;
         tokio::select! {
@@ -759,7 +772,7 @@ pub async fn run(
                     return;
                 }
             },
-            _ = sleep_until(deadline) => cmds.extend(state.expire(Instant::now())),
+            _ = &mut timer, if deadline.is_some() => cmds.extend(state.expire(Instant::now())),
         }
         // Take what else has arrived before dispatching: under load, one
         // dispatch, one batch of driver commands and one publish serve a
@@ -841,13 +854,6 @@ fn publish_slots(state: &State, published: &Published) {
         .unwrap_or_else(PoisonError::into_inner);
     if *guard != slots {
         *guard = slots;
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(t) => tokio::time::sleep_until(t.into()).await,
-        None => std::future::pending().await,
     }
 }
 
