@@ -231,17 +231,32 @@ fn pick(cands: &[(u32, u32)], draw: u64, temperature: f32) -> u32 {
         return best;
     }
     let inv = 1.0 / f64::from(temperature);
+    // 53 random bits give a uniform f64 in [0, 1).
+    let unit = (draw >> 11) as f64 / (1u64 << 53) as f64;
+    if inv == 1.0 {
+        // The counts are the weights (`powf(c, 1.0)` is exactly `c`): the
+        // same pick without a power or an allocation per token.
+        let total: f64 = cands.iter().map(|&(_, c)| f64::from(c)).sum();
+        return walk(cands.iter().map(|&(t, c)| (t, f64::from(c))), unit * total).unwrap_or(best);
+    }
     let weights: Vec<f64> = cands.iter().map(|&(_, c)| f64::from(c).powf(inv)).collect();
     let total: f64 = weights.iter().sum();
-    // 53 random bits give a uniform f64 in [0, 1).
-    let mut x = (draw >> 11) as f64 / (1u64 << 53) as f64 * total;
-    for (&(t, _), w) in cands.iter().zip(&weights) {
-        if x < *w {
-            return t;
+    walk(
+        cands.iter().zip(&weights).map(|(&(t, _), &w)| (t, w)),
+        unit * total,
+    )
+    .unwrap_or(best)
+}
+
+/// The token whose share of the weights holds `x`.
+fn walk(weighted: impl Iterator<Item = (u32, f64)>, mut x: f64) -> Option<u32> {
+    for (t, w) in weighted {
+        if x < w {
+            return Some(t);
         }
         x -= w;
     }
-    best
+    None
 }
 
 /// SplitMix64: tiny, fast, and the same on every platform.
@@ -295,6 +310,30 @@ mod tests {
         assert_eq!(a, m.generate(&[300], 50, 1.0, 7, u32::MAX));
         let differs = (0..20).any(|s| m.generate(&[300], 50, 1.0, s, u32::MAX) != a);
         assert!(differs);
+    }
+
+    #[test]
+    fn temperature_one_picks_exactly_as_the_power_would() {
+        // The shortcut at 1.0 must pick the token the general path picks,
+        // for every draw: completions already checked against it stay
+        // the same.
+        let cands = [(10, 7), (11, 3), (12, 1), (13, 1)];
+        let mut rng = SplitMix64(42);
+        for _ in 0..10_000 {
+            let draw = rng.next();
+            let weights: Vec<f64> = cands.iter().map(|&(_, c)| f64::from(c).powf(1.0)).collect();
+            let total: f64 = weights.iter().sum();
+            let mut x = (draw >> 11) as f64 / (1u64 << 53) as f64 * total;
+            let mut want = 10;
+            for (&(t, _), w) in cands.iter().zip(&weights) {
+                if x < *w {
+                    want = t;
+                    break;
+                }
+                x -= w;
+            }
+            assert_eq!(pick(&cands, draw, 1.0), want);
+        }
     }
 
     #[test]
