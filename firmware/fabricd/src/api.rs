@@ -6,7 +6,9 @@
 //! refused when set to anything but their neutral value, rather than
 //! silently ignored. Unknown fields are ignored, as clients send extras.
 
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::outcome::Outcome;
@@ -104,6 +106,104 @@ pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest, Outcome> {
             e.valid_up_to()
         ),
     })?;
+    match parse_plain(text) {
+        Some(checked) => checked,
+        None => parse_general(text),
+    }
+}
+
+/// The common body, typed: only these fields, each of its usual type.
+/// Parsed straight into this struct, with no JSON tree in between (most
+/// of the cost of a request's JSON); any other body (another field, a
+/// type, a duplicate) goes to [`parse_general`], which names what is
+/// wrong. Both apply the same checks, in the same order.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Plain<'a> {
+    #[serde(borrow)]
+    model: Cow<'a, str>,
+    #[serde(borrow)]
+    prompt: Cow<'a, str>,
+    max_tokens: Option<u64>,
+    temperature: Option<f64>,
+    seed: Option<u64>,
+    stream: Option<bool>,
+    #[serde(borrow)]
+    user: Option<Cow<'a, str>>,
+    deadline_ms: Option<u64>,
+    ignore_eos: Option<bool>,
+}
+
+/// `None` when the body is not a [`Plain`] one.
+fn parse_plain(text: &str) -> Option<Result<CompletionRequest, Outcome>> {
+    let p: Plain = serde_json::from_str(text).ok()?;
+    Some(check_plain(p))
+}
+
+fn check_plain(p: Plain) -> Result<CompletionRequest, Outcome> {
+    check_prompt(&p.prompt)?;
+    let max_tokens = check_max_tokens(p.max_tokens)?;
+    let temperature = check_temperature(p.temperature)?;
+    check_deadline(p.deadline_ms)?;
+    Ok(CompletionRequest {
+        model: p.model.into_owned(),
+        prompt: p.prompt.into_owned(),
+        max_tokens,
+        temperature: temperature as f32,
+        seed: p.seed,
+        stop: Vec::new(),
+        stream: p.stream.unwrap_or(false),
+        include_usage: false,
+        user: p.user.map(Cow::into_owned),
+        deadline_ms: p.deadline_ms,
+        ignore_eos: p.ignore_eos.unwrap_or(false),
+    })
+}
+
+fn check_prompt(prompt: &str) -> Result<(), Outcome> {
+    if prompt.is_empty() {
+        return Err(bad("prompt", "prompt is empty"));
+    }
+    Ok(())
+}
+
+fn check_max_tokens(max_tokens: Option<u64>) -> Result<Option<u32>, Outcome> {
+    let max_tokens = max_tokens
+        .map(|n| {
+            u32::try_from(n).map_err(|_| {
+                bad(
+                    "max_tokens",
+                    format!("max_tokens {n} is far beyond the fabric's limit"),
+                )
+            })
+        })
+        .transpose()?;
+    if max_tokens == Some(0) {
+        return Err(bad("max_tokens", "max_tokens must be at least 1"));
+    }
+    Ok(max_tokens)
+}
+
+fn check_temperature(temperature: Option<f64>) -> Result<f64, Outcome> {
+    let temperature = temperature.unwrap_or(1.0);
+    if !(0.0..=2.0).contains(&temperature) {
+        return Err(bad(
+            "temperature",
+            format!("temperature {temperature} is outside 0..=2"),
+        ));
+    }
+    Ok(temperature)
+}
+
+fn check_deadline(deadline_ms: Option<u64>) -> Result<(), Outcome> {
+    if deadline_ms == Some(0) {
+        return Err(bad("deadline_ms", "deadline_ms must be at least 1"));
+    }
+    Ok(())
+}
+
+/// Any body: through a JSON tree, so a field of the wrong type is named.
+fn parse_general(text: &str) -> Result<CompletionRequest, Outcome> {
     let value: Value = serde_json::from_str(text).map_err(|e| Outcome::Invalid {
         param: None,
         code: "invalid_json",
@@ -151,29 +251,9 @@ pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest, Outcome> {
             ))
         }
     };
-    if prompt.is_empty() {
-        return Err(bad("prompt", "prompt is empty"));
-    }
-    let max_tokens = uint(&obj, "max_tokens")?
-        .map(|n| {
-            u32::try_from(n).map_err(|_| {
-                bad(
-                    "max_tokens",
-                    format!("max_tokens {n} is far beyond the fabric's limit"),
-                )
-            })
-        })
-        .transpose()?;
-    if max_tokens == Some(0) {
-        return Err(bad("max_tokens", "max_tokens must be at least 1"));
-    }
-    let temperature = float(&obj, "temperature")?.unwrap_or(1.0);
-    if !(0.0..=2.0).contains(&temperature) {
-        return Err(bad(
-            "temperature",
-            format!("temperature {temperature} is outside 0..=2"),
-        ));
-    }
+    check_prompt(&prompt)?;
+    let max_tokens = check_max_tokens(uint(&obj, "max_tokens")?)?;
+    let temperature = check_temperature(float(&obj, "temperature")?)?;
     let seed = match get(&obj, "seed") {
         None => None,
         Some(v) => Some(
@@ -261,9 +341,7 @@ pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest, Outcome> {
     }
     let user = string(&obj, "user")?;
     let deadline_ms = uint(&obj, "deadline_ms")?;
-    if deadline_ms == Some(0) {
-        return Err(bad("deadline_ms", "deadline_ms must be at least 1"));
-    }
+    check_deadline(deadline_ms)?;
     let ignore_eos = boolean(&obj, "ignore_eos")?.unwrap_or(false);
     Ok(CompletionRequest {
         ignore_eos,
@@ -470,6 +548,41 @@ mod tests {
         ] {
             assert_eq!(param(&err(body)), Some(field), "{body}");
         }
+    }
+
+    #[test]
+    fn the_typed_path_answers_as_the_general_one() {
+        let bodies = [
+            r#"{"model":"kjv","prompt":"And God said","max_tokens":8,"seed":1,"ignore_eos":true}"#,
+            r#"{"model":"kjv","prompt":"x","temperature":0,"stream":true,"user":"u\n1"}"#,
+            r#"{"model":"k\u006av","prompt":"\"q\"","temperature":1.5,"deadline_ms":250}"#,
+            r#"{"model":"kjv","prompt":"x","seed":null,"max_tokens":null,"stream":false}"#,
+            r#"{"model":"kjv","prompt":""}"#,
+            r#"{"model":"kjv","prompt":"x","max_tokens":0}"#,
+            r#"{"model":"kjv","prompt":"x","max_tokens":99999999999}"#,
+            r#"{"model":"kjv","prompt":"x","temperature":2.5}"#,
+            r#"{"model":"kjv","prompt":"x","temperature":-0.5}"#,
+            r#"{"model":"kjv","prompt":"x","deadline_ms":0}"#,
+        ];
+        for body in bodies {
+            let typed = parse_plain(body).unwrap_or_else(|| panic!("typed path: {body}"));
+            assert_eq!(typed, parse_general(body), "{body}");
+        }
+        // Everything else is the general path's to answer.
+        for body in [
+            r#"{"model":"kjv","prompt":"x","stop":"\n"}"#,
+            r#"{"model":"kjv","prompt":["x"]}"#,
+            r#"{"model":"kjv","prompt":"x","seed":-1}"#,
+            r#"{"model":"kjv","prompt":"x","max_tokens":1.5}"#,
+            r#"{"model":"kjv","prompt":"x","n":1}"#,
+            r#"{"model":"kjv","prompt":"x","prompt":"y"}"#,
+            r#"{"model":7,"prompt":"x"}"#,
+            r#"{"prompt":"x"}"#,
+        ] {
+            assert!(parse_plain(body).is_none(), "{body}");
+        }
+        let twice = parse_completion(br#"{"model":"kjv","prompt":"x","prompt":"y"}"#);
+        assert_eq!(twice.map(|r| r.prompt).as_deref(), Ok("y"));
     }
 
     #[test]

@@ -16,9 +16,6 @@ use fabricd::catalog::Catalog;
 use fabricd::fabric::{self, Driver, DriverCmd, DriverEvent, Job};
 use tokio::sync::mpsc;
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser, Debug)]
 #[command(
     name = "fabricd",

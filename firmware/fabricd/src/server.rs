@@ -551,7 +551,8 @@ async fn start_completion(
     // The text is not needed once tokenized; a waiting request keeps only
     // its tokens.
     let prompt = tokenizer.encode(&std::mem::take(&mut request.prompt));
-    ledger.model = Some(Arc::from(model.name.as_str()));
+    let model_name: Arc<str> = Arc::from(model.name.as_str());
+    ledger.model = Some(model_name.clone());
     ledger.tokens_in = prompt.len() as u64;
     if prompt.len() > app.info.max_prompt as usize {
         return Err(Outcome::invalid(
@@ -593,7 +594,7 @@ async fn start_completion(
     let (tx, mut events) = crate::scheduler::events();
     let adm = Admission {
         id,
-        model: Arc::from(model.name.as_str()),
+        model: model_name.clone(),
         client,
         prompt,
         max_tokens,
@@ -615,7 +616,6 @@ async fn start_completion(
         permit: Some(permit),
     };
     let prompt_tokens = adm.prompt.len();
-    let model_name = adm.model.clone();
     if app.admit.send(adm).await.is_err() {
         return Err(Outcome::ShuttingDown);
     }
