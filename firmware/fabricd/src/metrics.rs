@@ -137,7 +137,7 @@ impl Metrics {
         }
         let _ = writeln!(
             out,
-            "# HELP fabricd_tokens_total Tokens by direction.\n# TYPE fabricd_tokens_total counter"
+            "# HELP fabricd_tokens_total Tokens of completed requests, by direction.\n# TYPE fabricd_tokens_total counter"
         );
         let _ = writeln!(
             out,

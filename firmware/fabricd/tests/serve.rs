@@ -326,10 +326,20 @@ async fn models_health_readiness_and_metrics() {
     )
     .await;
     assert_eq!(r.status, 200);
+    let prompt_tokens = r.json()["usage"]["prompt_tokens"].as_u64().expect("usage");
+    // Refused: counted by outcome, its tokens not among those served.
+    let refused = post_json(
+        d.addr,
+        json!({"model": "kjv", "prompt": "x", "max_tokens": 0}),
+    )
+    .await;
+    assert_eq!(refused.status, 400);
     let text = get(d.addr, "/metrics").await.expect("metrics").text();
+    let tokens_in = format!("fabricd_tokens_total{{direction=\"in\"}} {prompt_tokens}");
     for needle in [
         "fabricd_queue_depth 0",
         "fabricd_requests_total{outcome=\"ok\"} 1",
+        &tokens_in,
         "fabricd_tokens_total{direction=\"out\"} 3",
         "fabricd_request_duration_seconds_count 1",
         "fabricd_slot_state{slot=\"0\",model=\"kjv\"} 2",
