@@ -442,18 +442,9 @@ pub fn completion_body<'a>(
     fabric: FabricInfo,
 ) -> Completion<'a> {
     Completion {
-        id,
-        object: "text_completion",
-        created,
-        model,
-        choices: [Choice {
-            text,
-            index: 0,
-            logprobs: None,
-            finish_reason: Some(finish),
-        }],
         usage: Some(usage),
         fabric: Some(fabric),
+        ..chunk_body(id, created, model, text, Some(finish))
     }
 }
 

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{control, get, post_json, slots, Daemon};
+use common::{control, control_at, get, post_json, slots, Daemon};
 use fabric_hw::contract::SlotRegs;
 use fabric_sim::device::Faults;
 use serde_json::json;
@@ -121,24 +121,8 @@ async fn one_slot_requests_wait_or_hear_the_model_is_loading() {
     .await;
     let addr = d.addr;
     let ctl = tokio::spawn({
-        let path = d.dir.path().join("run/fabricd.sock");
-        async move {
-            use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-            let s = tokio::net::UnixStream::connect(&path)
-                .await
-                .expect("connect");
-            let (r, mut w) = s.into_split();
-            w.write_all(b"{\"cmd\":\"load\",\"model\":\"fortunes\"}\n")
-                .await
-                .expect("write");
-            let line = BufReader::new(r)
-                .lines()
-                .next_line()
-                .await
-                .expect("read")
-                .expect("line");
-            serde_json::from_str::<serde_json::Value>(&line).expect("json")
-        }
+        let root = d.dir.path().to_owned();
+        async move { control_at(&root, json!({"cmd": "load", "model": "fortunes"})).await }
     });
     wait_for_loading(addr).await;
     // A request that can wait for the load does.
@@ -291,18 +275,6 @@ async fn a_restart_finds_the_loaded_models_without_reflashing() {
     sc.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
     sc.pr_bytes_per_sec = 4_000_000;
     let sim = fabric_sim::Simulator::start(sc).expect("sim");
-    let start_daemon = |dir: &std::path::Path| {
-        let config = fabricd::config::Config {
-            root: dir.to_owned(),
-            listen: "127.0.0.1:0".parse().expect("addr"),
-            ..Default::default()
-        };
-        let listener = fabricd::serve::listen(config.listen).expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let stop = tokio_util::sync::CancellationToken::new();
-        let task = tokio::spawn(fabricd::serve::run(config, listener, stop.clone()));
-        (addr, stop, task)
-    };
     let (addr, stop, task) = start_daemon(dir.path());
     wait_ready(addr).await;
     // Load fortunes into slot 0 through a PR overlay, then stop the daemon.
@@ -356,18 +328,6 @@ async fn a_shell_device_that_moves_is_found_again_by_name() {
     sc.renumber_uio = true;
     sc.time_scale = 0.04; // the 25 s dark period becomes 1 s
     let sim = fabric_sim::Simulator::start(sc).expect("sim");
-    let start_daemon = |dir: &std::path::Path| {
-        let config = fabricd::config::Config {
-            root: dir.to_owned(),
-            listen: "127.0.0.1:0".parse().expect("addr"),
-            ..Default::default()
-        };
-        let listener = fabricd::serve::listen(config.listen).expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let stop = tokio_util::sync::CancellationToken::new();
-        let task = tokio::spawn(fabricd::serve::run(config, listener, stop.clone()));
-        (addr, stop, task)
-    };
     let (addr, _stop, task) = start_daemon(dir.path());
     wait_ready(addr).await;
     let status = control_at(dir.path(), json!({"cmd": "status"})).await;
@@ -414,6 +374,27 @@ fn slot_loads(sim: &fabric_sim::Simulator, slot: usize) -> u32 {
     SlotRegs::of(slot).loads.get(shell.regs())
 }
 
+/// `fabricd serve` with the defaults over the simulated board at `dir`, as
+/// a restart would find it: its address, its stop token and its task.
+fn start_daemon(
+    dir: &std::path::Path,
+) -> (
+    std::net::SocketAddr,
+    tokio_util::sync::CancellationToken,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let config = fabricd::config::Config {
+        root: dir.to_owned(),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        ..Default::default()
+    };
+    let listener = fabricd::serve::listen(config.listen).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(fabricd::serve::run(config, listener, stop.clone()));
+    (addr, stop, task)
+}
+
 async fn wait_ready(addr: std::net::SocketAddr) {
     wait_for_async(addr).await;
 }
@@ -429,24 +410,6 @@ async fn wait_for_async(addr: std::net::SocketAddr) {
         assert!(start.elapsed() < Duration::from_secs(10), "not ready");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-async fn control_at(root: &std::path::Path, req: serde_json::Value) -> serde_json::Value {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let s = tokio::net::UnixStream::connect(root.join("run/fabricd.sock"))
-        .await
-        .expect("connect");
-    let (r, mut w) = s.into_split();
-    let mut line = serde_json::to_vec(&req).expect("json");
-    line.push(b'\n');
-    w.write_all(&line).await.expect("write");
-    let reply = BufReader::new(r)
-        .lines()
-        .next_line()
-        .await
-        .expect("read")
-        .expect("line");
-    serde_json::from_str(&reply).expect("json")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

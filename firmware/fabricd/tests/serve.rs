@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{get, post_json, post_raw, wait_for, Daemon};
+use common::{get, post_json, post_raw, small_completion, wait_for, Daemon};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -299,8 +299,7 @@ async fn every_bad_input_gets_its_typed_answer() {
     assert_eq!(r.status, 405);
     assert_eq!(r.headers["allow"], "POST");
     // And it still serves everyone else.
-    let r = post_json(a, json!({"model": "kjv", "prompt": "x", "max_tokens": 2})).await;
-    assert_eq!(r.status, 200);
+    assert_eq!(small_completion(a, "x", 0).await, 200);
     d.stop().await;
 }
 

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{get, post_json, wait_for, Daemon};
+use common::{control_at, get, post_json, small_completion, wait_for, Daemon};
 use fabricd::stats;
 use serde_json::json;
 
@@ -61,22 +61,13 @@ async fn a_scripted_session_matches_the_window_and_sets_the_reconfiguration_apar
     // Phase 2: slot 1 (fortunes) is reflashed; two fortunes requests wait
     // it out (overlapped), three kjv requests do not need that slot.
     let ctl = tokio::spawn({
-        let path = d.dir.path().join("run/fabricd.sock");
+        let root = d.dir.path().to_owned();
         async move {
-            use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-            let s = tokio::net::UnixStream::connect(&path)
-                .await
-                .expect("connect");
-            let (r, mut w) = s.into_split();
-            w.write_all(b"{\"cmd\":\"load\",\"model\":\"fortunes\",\"slot\":1}\n")
-                .await
-                .expect("write");
-            BufReader::new(r)
-                .lines()
-                .next_line()
-                .await
-                .expect("read")
-                .expect("line")
+            control_at(
+                &root,
+                json!({"cmd": "load", "model": "fortunes", "slot": 1}),
+            )
+            .await
         }
     });
     let start = Instant::now();
@@ -106,7 +97,7 @@ async fn a_scripted_session_matches_the_window_and_sets_the_reconfiguration_apar
     for h in handles {
         assert_eq!(h.await.expect("join"), 200);
     }
-    assert!(ctl.await.expect("join").contains("\"ok\":true"));
+    assert_eq!(ctl.await.expect("join")["ok"], true);
     // Phase 3: clean again.
     assert_eq!(from(&d, "10.0.0.1", "fortunes", 7).await, 200);
     assert_eq!(from(&d, "10.0.0.2", "fortunes", 8).await, 200);
@@ -164,15 +155,7 @@ async fn windows_close_and_reach_the_card() {
     )
     .await;
     for k in 0..5 {
-        assert_eq!(
-            post_json(
-                d.addr,
-                json!({"model": "kjv", "prompt": "x", "max_tokens": 2, "seed": k})
-            )
-            .await
-            .status,
-            200
-        );
+        assert_eq!(small_completion(d.addr, "x", k).await, 200);
     }
     let dir = d.dir.path().join("data/fabricd");
     wait_for(
@@ -263,15 +246,7 @@ async fn torn_and_corrupt_logs_lose_nothing_earlier_and_the_daemon_serves() {
     );
     assert_eq!(s["storage"]["at_start"]["corrupt"], 1);
     assert_eq!(s["storage"]["at_start"]["torn_tail"], true);
-    assert_eq!(
-        post_json(
-            d.addr,
-            json!({"model": "kjv", "prompt": "x", "max_tokens": 2})
-        )
-        .await
-        .status,
-        200
-    );
+    assert_eq!(small_completion(d.addr, "x", 0).await, 200);
     d.stats_checkpoint().await;
     let len = std::fs::metadata(d.dir.path().join("data/fabricd").join(stats::LOG))
         .expect("meta")
@@ -314,15 +289,7 @@ async fn garbage_and_other_versions_are_reported_not_fatal() {
     assert_eq!(s["storage"]["at_start"]["other_version"], 1, "{s}");
     assert_eq!(s["storage"]["at_start"]["corrupt"], 1, "{s}");
     assert_eq!(s["storage"]["ok"], true);
-    assert_eq!(
-        post_json(
-            d.addr,
-            json!({"model": "kjv", "prompt": "x", "max_tokens": 2})
-        )
-        .await
-        .status,
-        200
-    );
+    assert_eq!(small_completion(d.addr, "x", 0).await, 200);
     d.stop().await;
 }
 
@@ -339,15 +306,7 @@ async fn a_full_card_costs_durability_not_service() {
         |c| c.stats_checkpoint = "50ms".into(),
     )
     .await;
-    assert_eq!(
-        post_json(
-            d.addr,
-            json!({"model": "kjv", "prompt": "x", "max_tokens": 2})
-        )
-        .await
-        .status,
-        200
-    );
+    assert_eq!(small_completion(d.addr, "x", 0).await, 200);
     d.stats_checkpoint().await;
     let s = stats_now(&d).await;
     assert_eq!(s["storage"]["ok"], false, "{s}");
@@ -360,15 +319,7 @@ async fn a_full_card_costs_durability_not_service() {
     );
     // The window is still counted, in memory.
     assert_eq!(open_window(&s)["requests"]["ok"], 1);
-    assert_eq!(
-        post_json(
-            d.addr,
-            json!({"model": "kjv", "prompt": "y", "max_tokens": 2})
-        )
-        .await
-        .status,
-        200
-    );
+    assert_eq!(small_completion(d.addr, "y", 0).await, 200);
     d.stop().await;
 }
 
@@ -379,15 +330,7 @@ async fn an_unwritable_data_dir_costs_durability_not_service() {
     std::fs::create_dir_all(dir.path().join("data")).expect("mkdir");
     std::fs::write(dir.path().join("data/fabricd"), "not a directory").expect("file");
     let d = Daemon::start_in(dir, |s| s.time_scale = 0.05, |_| {}).await;
-    assert_eq!(
-        post_json(
-            d.addr,
-            json!({"model": "kjv", "prompt": "x", "max_tokens": 2})
-        )
-        .await
-        .status,
-        200
-    );
+    assert_eq!(small_completion(d.addr, "x", 0).await, 200);
     d.stats_checkpoint().await;
     let s = stats_now(&d).await;
     assert_eq!(s["storage"]["ok"], false, "{s}");
@@ -418,16 +361,7 @@ async fn recording_drops_nothing_with_2048_clients() {
     let d = Daemon::start(|s| s.time_scale = 0.002, |c| c.queue_capacity = 4096).await;
     let addr = d.addr;
     let clients: Vec<_> = (0..2048u64)
-        .map(|k| {
-            tokio::spawn(async move {
-                post_json(
-                    addr,
-                    json!({"model": "kjv", "prompt": "x", "max_tokens": 2, "seed": k}),
-                )
-                .await
-                .status
-            })
-        })
+        .map(|k| tokio::spawn(async move { small_completion(addr, "x", k).await }))
         .collect();
     let mut ok = 0;
     for c in clients {

@@ -165,6 +165,17 @@ pub async fn post_json(addr: SocketAddr, body: serde_json::Value) -> Reply {
     .await
 }
 
+/// A two-token completion of kjv: the request the tests use to check that
+/// the daemon still serves. Returns the status.
+pub async fn small_completion(addr: SocketAddr, prompt: &str, seed: u64) -> u16 {
+    post_json(
+        addr,
+        serde_json::json!({"model": "kjv", "prompt": prompt, "max_tokens": 2, "seed": seed}),
+    )
+    .await
+    .status
+}
+
 pub async fn post_raw(addr: SocketAddr, content_type: &str, body: Vec<u8>) -> Reply {
     let req = Request::post("/v1/completions")
         .header("host", "test")
@@ -188,9 +199,14 @@ pub async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> b
 
 /// One control-socket exchange.
 pub async fn control(d: &Daemon, req: serde_json::Value) -> serde_json::Value {
+    control_at(d.dir.path(), req).await
+}
+
+/// One exchange with the control socket of the daemon whose board root is
+/// `root`.
+pub async fn control_at(root: &Path, req: serde_json::Value) -> serde_json::Value {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let path = d.dir.path().join("run/fabricd.sock");
-    let stream = tokio::net::UnixStream::connect(&path)
+    let stream = tokio::net::UnixStream::connect(root.join("run/fabricd.sock"))
         .await
         .expect("control socket");
     let (r, mut w) = stream.into_split();
