@@ -601,7 +601,7 @@ impl Cqe {
 
 /// The CRC of output tokens, as the device computes it for a DONE entry:
 /// CRC-32 over the tokens' little-endian bytes.
-pub fn tokens_crc(tokens: &[u32]) -> u32 {
+pub fn tokens_crc<'a>(tokens: impl IntoIterator<Item = &'a u32>) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
     for t in tokens {
         hasher.update(&t.to_le_bytes());

@@ -179,6 +179,10 @@ impl SyncAttr {
     }
 }
 
+/// Words copied at a time by [`DmaBuf::write_u32s`] and
+/// [`DmaBuf::read_u32s`].
+const WORDS_CHUNK: usize = 64;
+
 impl DmaBuf {
     /// Opens and maps the buffer whose device name is `name`
     /// (`/dev/<name>`, `/sys/class/u-dma-buf/<name>`).
@@ -290,16 +294,27 @@ impl DmaBuf {
 
     /// Writes little-endian `u32` words at `offset`.
     pub fn write_u32s(&self, offset: u64, words: &[u32]) -> Result<(), DmaError> {
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        self.write(offset, &bytes)
+        // Through a stack buffer: no allocation per prompt.
+        let mut buf = [0u8; WORDS_CHUNK * 4];
+        for (i, chunk) in words.chunks(WORDS_CHUNK).enumerate() {
+            for (b, w) in buf.chunks_exact_mut(4).zip(chunk) {
+                b.copy_from_slice(&w.to_le_bytes());
+            }
+            let at = offset + (i * WORDS_CHUNK * 4) as u64;
+            self.write(at, &buf[..chunk.len() * 4])?;
+        }
+        Ok(())
     }
 
     /// Reads little-endian `u32` words at `offset`.
     pub fn read_u32s(&self, offset: u64, out: &mut [u32]) -> Result<(), DmaError> {
-        let mut bytes = vec![0u8; out.len() * 4];
-        self.read(offset, &mut bytes)?;
-        for (w, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
-            *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let mut buf = [0u8; WORDS_CHUNK * 4];
+        for (i, chunk) in out.chunks_mut(WORDS_CHUNK).enumerate() {
+            let bytes = &mut buf[..chunk.len() * 4];
+            self.read(offset + (i * WORDS_CHUNK * 4) as u64, bytes)?;
+            for (w, b) in chunk.iter_mut().zip(bytes.chunks_exact(4)) {
+                *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            }
         }
         Ok(())
     }
@@ -393,6 +408,15 @@ mod tests {
         let mut out = [0u32; 3];
         buf.read_u32s(128, &mut out).expect("read");
         assert_eq!(out, [1, 2, 0xdead_beef]);
+        // Longer than the copy buffer, in little-endian bytes.
+        let words: Vec<u32> = (0..150u32).map(|i| i * 0x0101_0101 + 7).collect();
+        buf.write_u32s(1024, &words).expect("write");
+        let mut back = vec![0u32; words.len()];
+        buf.read_u32s(1024, &mut back).expect("read");
+        assert_eq!(back, words);
+        let mut bytes = [0u8; 8];
+        buf.read(1024 + 149 * 4, &mut bytes).expect("read bytes");
+        assert_eq!(bytes[..4], (149u32 * 0x0101_0101 + 7).to_le_bytes());
         // Coherent: syncs are no-ops, so they succeed without a peer.
         buf.sync_for_device(0, 64).expect("coherent sync");
         assert!(matches!(

@@ -865,17 +865,22 @@ impl Rings {
             self.dma.sync_for_cpu(off, len)?;
             fresh = vec![0u32; (n - have) as usize];
             self.dma.read_u32s(off, &mut fresh)?;
-            state.tokens.extend_from_slice(&fresh);
         }
         match cqe.kind {
-            CqeKind::Tokens => Ok(Some(Completion::Tokens {
-                tag,
-                ctx,
-                tokens: fresh,
-            })),
+            CqeKind::Tokens => {
+                state.tokens.extend_from_slice(&fresh);
+                Ok(Some(Completion::Tokens {
+                    tag,
+                    ctx,
+                    tokens: fresh,
+                }))
+            }
             CqeKind::Done => {
-                let intact = cqe.status != CqeStatus::Ok || tokens_crc(&state.tokens) == cqe.crc;
-                let n_tokens = state.tokens.len() as u32;
+                // The CRC covers the whole output: what earlier entries
+                // reported, then these.
+                let intact = cqe.status != CqeStatus::Ok
+                    || tokens_crc(state.tokens.iter().chain(&fresh)) == cqe.crc;
+                let n_tokens = (state.tokens.len() + fresh.len()) as u32;
                 *state = CtxState::default();
                 Ok(Some(Completion::Done {
                     tag,
@@ -907,17 +912,17 @@ impl Rings {
 
 /// Splits `count` ring entries starting at free-running index `start` into
 /// at most two contiguous `(index, count)` ranges.
-pub fn ring_ranges(start: u32, count: u32, entries: u32) -> Vec<(u32, u32)> {
-    if count == 0 {
-        return Vec::new();
-    }
+pub fn ring_ranges(start: u32, count: u32, entries: u32) -> impl Iterator<Item = (u32, u32)> {
     let first = start % entries;
     let until_end = entries - first;
-    if count <= until_end {
-        vec![(first, count)]
+    let (head, wrapped) = if count == 0 {
+        (None, None)
+    } else if count <= until_end {
+        (Some((first, count)), None)
     } else {
-        vec![(first, until_end), (0, count - until_end)]
-    }
+        (Some((first, until_end)), Some((0, count - until_end)))
+    };
+    head.into_iter().chain(wrapped)
 }
 
 #[cfg(test)]
@@ -926,10 +931,11 @@ mod tests {
 
     #[test]
     fn ranges_split_at_the_wrap() {
-        assert_eq!(ring_ranges(5, 3, 8), vec![(5, 3)]);
-        assert_eq!(ring_ranges(6, 4, 8), vec![(6, 2), (0, 2)]);
-        assert_eq!(ring_ranges(u32::MAX, 2, 8), vec![(7, 1), (0, 1)]);
-        assert!(ring_ranges(3, 0, 8).is_empty());
+        let ranges = |s, c, e| ring_ranges(s, c, e).collect::<Vec<_>>();
+        assert_eq!(ranges(5, 3, 8), vec![(5, 3)]);
+        assert_eq!(ranges(6, 4, 8), vec![(6, 2), (0, 2)]);
+        assert_eq!(ranges(u32::MAX, 2, 8), vec![(7, 1), (0, 1)]);
+        assert!(ranges(3, 0, 8).is_empty());
     }
 
     #[test]

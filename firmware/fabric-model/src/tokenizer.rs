@@ -33,15 +33,18 @@ pub struct Tokenizer {
     index: HashMap<Vec<u8>, u32>,
 }
 
-/// Splits text into pieces (see the module doc).
-pub fn pre_tokenize(text: &str) -> Vec<&str> {
+/// Splits text into pieces (see the module doc), lazily: encoding a prompt
+/// needs no list of them.
+pub fn pre_tokenize(text: &str) -> impl Iterator<Item = &str> {
     let bytes = text.as_bytes();
-    let mut out = Vec::new();
+    let word_at =
+        move |j: usize| j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] >= 0x80);
     let mut i = 0;
-    while i < bytes.len() {
+    std::iter::from_fn(move || {
+        if i >= bytes.len() {
+            return None;
+        }
         let start = i;
-        let word_at =
-            |j: usize| j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] >= 0x80);
         if bytes[i] == b' ' && word_at(i + 1) {
             i += 1;
         }
@@ -53,9 +56,8 @@ pub fn pre_tokenize(text: &str) -> Vec<&str> {
             // One character (UTF-8 aware) on its own.
             i += text[i..].chars().next().map_or(1, char::len_utf8);
         }
-        out.push(&text[start..i]);
-    }
-    out
+        Some(&text[start..i])
+    })
 }
 
 impl Tokenizer {
@@ -168,7 +170,7 @@ mod tests {
     #[test]
     fn pieces_and_fallback() {
         assert_eq!(
-            pre_tokenize("In the beginning, God"),
+            pre_tokenize("In the beginning, God").collect::<Vec<_>>(),
             vec!["In", " the", " beginning", ",", " God"]
         );
         let t = tok();

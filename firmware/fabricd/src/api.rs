@@ -431,6 +431,27 @@ pub struct FabricInfo {
     pub fabric_us: u32,
 }
 
+/// A completion's id: `cmpl-` and the request's id in 16 hex digits,
+/// written without the formatting machinery.
+#[derive(Debug, Clone, Copy)]
+pub struct CompletionId([u8; 21]);
+
+impl CompletionId {
+    pub fn new(id: u64) -> CompletionId {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut b = *b"cmpl-0000000000000000";
+        for (i, c) in b[5..].iter_mut().enumerate() {
+            *c = HEX[(id >> (60 - 4 * i) & 0xf) as usize];
+        }
+        CompletionId(b)
+    }
+
+    pub fn as_str(&self) -> &str {
+        // ASCII by construction.
+        std::str::from_utf8(&self.0).unwrap_or("cmpl-")
+    }
+}
+
 /// The body of a finished, non-streamed completion.
 pub fn completion_body<'a>(
     id: &'a str,
@@ -475,6 +496,17 @@ pub fn chunk_body<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn completion_ids_are_the_request_id_in_hex() {
+        for id in [0, 1, 0xabc, 0x0123_4567_89ab_cdef, u64::MAX] {
+            assert_eq!(
+                CompletionId::new(id).as_str(),
+                format!("cmpl-{id:016x}"),
+                "{id}"
+            );
+        }
+    }
 
     fn err(body: &str) -> Outcome {
         parse_completion(body.as_bytes()).expect_err(body)

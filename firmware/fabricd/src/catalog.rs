@@ -89,7 +89,7 @@ fn partial() -> String {
 /// A model of the catalog.
 #[derive(Debug, Clone)]
 pub struct CatalogModel {
-    pub name: String,
+    pub name: Arc<str>,
     pub description: String,
     pub images: Vec<ImageEntry>,
     /// The tokenizer, when its file checked out.
@@ -191,7 +191,7 @@ impl Catalog {
 
     fn check_model(dir: &Path, entry: ModelEntry) -> CatalogModel {
         let mut model = CatalogModel {
-            name: entry.name.clone(),
+            name: Arc::from(entry.name.as_str()),
             description: entry.description.clone(),
             images: entry.image.clone(),
             tokenizer: None,
@@ -237,13 +237,13 @@ impl Catalog {
     pub fn get(&self, name: &str) -> Result<&CatalogModel, CatalogError> {
         self.models
             .iter()
-            .find(|m| m.name == name)
+            .find(|m| &*m.name == name)
             .ok_or_else(|| CatalogError::UnknownModel {
                 name: name.to_owned(),
                 known: self
                     .models
                     .iter()
-                    .map(|m| m.name.as_str())
+                    .map(|m| &*m.name)
                     .collect::<Vec<_>>()
                     .join(", "),
             })

@@ -1,11 +1,10 @@
-//! Attaching to the fabric, and the driver task that owns the rings.
+//! Attaching to the fabric, and the driver that owns the rings.
 //!
 //! [`attach`] runs discovery (live device tree), finds and checks the shell,
 //! opens the DMA buffer, initialises the rings and opens the interrupt.
-//! [`Driver::run`] is the one task that touches the rings: it takes
-//! submissions and cancels from a bounded channel, drains completions on
-//! every interrupt, and reports them on another bounded channel. It knows
-//! nothing about HTTP, clients or fairness.
+//! [`Driver`] is the one owner of the rings: it submits and cancels, drains
+//! completions on every interrupt, and reports them. It knows nothing about
+//! HTTP, clients or fairness; the scheduler's task runs it.
 //!
 //! A watchdog drains the rings every [`WATCHDOG`] while requests are in
 //! flight even without an interrupt, so a lost interrupt costs latency, not
@@ -232,75 +231,72 @@ pub enum DriverEvent {
     },
 }
 
-/// The task that owns the rings.
+/// The owner of the rings: submissions, cancels and resets in, completions
+/// out. Its steps are synchronous, so the scheduler runs it inside its own
+/// task (no channel hop or wake-up between deciding what runs and the
+/// doorbell, nor between the interrupt and the request's answer);
+/// [`Driver::run`] drives it on its own, for `fabricd generate`.
 #[derive(Debug)]
 pub struct Driver {
     shell: Arc<Shell>,
     rings: Rings,
     irq: UioIrq,
     in_flight: usize,
+    watchdog: tokio::time::Interval,
 }
 
 impl Driver {
+    /// Must be called inside a tokio runtime (the watchdog's timer).
     pub fn new(attached: Attached) -> (Driver, Arc<Shell>, Topology) {
         let shell = attached.shell.clone();
+        let mut watchdog =
+            tokio::time::interval_at(tokio::time::Instant::now() + WATCHDOG, WATCHDOG);
+        watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         (
             Driver {
                 shell: attached.shell,
                 rings: attached.rings,
                 irq: attached.irq,
                 in_flight: 0,
+                watchdog,
             },
             shell,
             attached.topology,
         )
     }
 
-    /// Runs until the command channel closes or the fabric fails.
-    pub async fn run(
-        mut self,
-        mut cmds: mpsc::Receiver<DriverCmd>,
-        events: mpsc::Sender<DriverEvent>,
-    ) -> Result<(), ShellError> {
-        let mut batch = Vec::new();
-        let mut watchdog =
-            tokio::time::interval_at(tokio::time::Instant::now() + WATCHDOG, WATCHDOG);
-        watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                irq = self.irq.wait() => {
-                    let ev = irq.map_err(ShellError::from)?;
-                    if ev.coalesced > 0 {
-                        log::trace!("fabric: {} interrupts coalesced", ev.coalesced);
-                    }
-                    self.drain(&events).await?;
-                    self.irq.unmask().map_err(ShellError::from)?;
-                }
-                cmd = cmds.recv() => {
-                    let Some(cmd) = cmd else { return Ok(()) };
-                    batch.push(cmd);
-                    // Take whatever else is queued: one doorbell for all.
-                    while batch.len() < 64 {
-                        match cmds.try_recv() {
-                            Ok(c) => batch.push(c),
-                            Err(_) => break,
-                        }
-                    }
-                    self.execute(&mut batch, &events).await;
-                }
-                _ = watchdog.tick(), if self.in_flight > 0 => {
-                    self.drain(&events).await?;
-                    self.irq.unmask().map_err(ShellError::from)?;
+    /// Waits until the fabric may have something to report: an interrupt,
+    /// or the watchdog while requests are in flight. Cancel-safe, so it can
+    /// sit in a `select!`; follow it with [`Driver::service`].
+    pub async fn ready(&mut self) -> Result<(), ShellError> {
+        tokio::select! {
+            irq = self.irq.wait() => {
+                let ev = irq.map_err(ShellError::from)?;
+                if ev.coalesced > 0 {
+                    log::trace!("fabric: {} interrupts coalesced", ev.coalesced);
                 }
             }
+            _ = self.watchdog.tick(), if self.in_flight > 0 => {}
         }
+        Ok(())
     }
 
-    async fn execute(&mut self, batch: &mut Vec<DriverCmd>, events: &mpsc::Sender<DriverEvent>) {
-        let mut jobs = Vec::new();
-        for cmd in batch.drain(..) {
+    /// Takes what the fabric finished into `out`, and unmasks the
+    /// interrupt.
+    pub fn service(&mut self, out: &mut Vec<DriverEvent>) -> Result<(), ShellError> {
+        self.drain(out)?;
+        self.irq.unmask().map_err(ShellError::from)
+    }
+
+    /// Runs `cmds` (emptying it), with one doorbell for all the
+    /// submissions; what they cause at once (refusals, a reset's dropped
+    /// requests) goes into `out`.
+    pub fn execute(&mut self, cmds: &mut Vec<DriverCmd>, out: &mut Vec<DriverEvent>) {
+        // Cancels and resets first, then every submission behind one
+        // doorbell.
+        for cmd in cmds.extract_if(.., |c| !matches!(c, DriverCmd::Submit(_))) {
             match cmd {
-                DriverCmd::Submit(job) => jobs.push(job),
+                DriverCmd::Submit(_) => {}
                 DriverCmd::Cancel { ctx, tag } => {
                     if self.rings.running(ctx) == tag {
                         self.shell.cancel(ctx, tag);
@@ -310,8 +306,8 @@ impl Driver {
                     let outcome = match self.rings.reset(&self.shell) {
                         Ok(dropped) => {
                             self.in_flight = 0;
-                            for (tag, ctx) in dropped {
-                                let done = Done {
+                            out.extend(dropped.into_iter().map(|(tag, ctx)| {
+                                DriverEvent::Done(Done {
                                     tag,
                                     ctx,
                                     status: CqeStatus::Fault,
@@ -320,9 +316,8 @@ impl Driver {
                                     n_tokens: 0,
                                     fabric_us: 0,
                                     intact: true,
-                                };
-                                let _ = events.send(DriverEvent::Done(done)).await;
-                            }
+                                })
+                            }));
                             if let Err(e) = self.irq.unmask() {
                                 log::warn!("fabric: unmasking after the reset: {e}");
                             }
@@ -334,11 +329,12 @@ impl Driver {
                 }
             }
         }
-        if jobs.is_empty() {
-            return;
-        }
-        let subs: Vec<Submission<'_>> = jobs
+        let subs: Vec<Submission<'_>> = cmds
             .iter()
+            .filter_map(|c| match c {
+                DriverCmd::Submit(job) => Some(job),
+                _ => None,
+            })
             .map(|j| Submission {
                 tag: j.tag,
                 ctx: j.ctx,
@@ -351,33 +347,31 @@ impl Driver {
             })
             .collect();
         match self.rings.submit(&self.shell, &subs) {
-            Ok(()) => self.in_flight += jobs.len(),
+            Ok(()) => self.in_flight += subs.len(),
             Err(_) => {
                 // One bad request must not sink the batch: submit one by
                 // one, and refuse only those that fail.
                 for sub in &subs {
                     match self.rings.submit(&self.shell, std::slice::from_ref(sub)) {
                         Ok(()) => self.in_flight += 1,
-                        Err(e) => {
-                            let _ = events
-                                .send(DriverEvent::Refused {
-                                    tag: sub.tag,
-                                    ctx: sub.ctx,
-                                    reason: e.to_string(),
-                                })
-                                .await;
-                        }
+                        Err(e) => out.push(DriverEvent::Refused {
+                            tag: sub.tag,
+                            ctx: sub.ctx,
+                            reason: e.to_string(),
+                        }),
                     }
                 }
             }
         }
+        drop(subs);
+        cmds.clear();
     }
 
-    async fn drain(&mut self, events: &mpsc::Sender<DriverEvent>) -> Result<(), ShellError> {
-        let mut out = Vec::new();
-        let report = self.rings.drain(&self.shell, &mut out)?;
-        for c in out {
-            let ev = match c {
+    fn drain(&mut self, out: &mut Vec<DriverEvent>) -> Result<(), ShellError> {
+        let mut done = Vec::new();
+        let report = self.rings.drain(&self.shell, &mut done)?;
+        for c in done {
+            out.push(match c {
                 Completion::Tokens { tag, tokens, .. } => DriverEvent::Tokens { tag, tokens },
                 Completion::Done {
                     tag,
@@ -401,18 +395,43 @@ impl Driver {
                         intact,
                     })
                 }
-            };
-            if events.send(ev).await.is_err() {
-                return Ok(());
-            }
+            });
         }
         if report.event {
-            let _ = events
-                .send(DriverEvent::ShellEvent {
-                    fault: report.fault,
-                })
-                .await;
+            out.push(DriverEvent::ShellEvent {
+                fault: report.fault,
+            });
         }
         Ok(())
+    }
+
+    /// Drives the fabric on its own, through channels, until the command
+    /// channel closes or the fabric fails (`fabricd generate`; the daemon
+    /// runs the driver inside its scheduler instead).
+    pub async fn run(
+        mut self,
+        mut cmds: mpsc::Receiver<DriverCmd>,
+        events: mpsc::Sender<DriverEvent>,
+    ) -> Result<(), ShellError> {
+        let mut batch = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            tokio::select! {
+                r = self.ready() => {
+                    r?;
+                    self.service(&mut out)?;
+                }
+                cmd = cmds.recv() => {
+                    let Some(cmd) = cmd else { return Ok(()) };
+                    batch.push(cmd);
+                    self.execute(&mut batch, &mut out);
+                }
+            }
+            for ev in out.drain(..) {
+                if events.send(ev).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! # Layout
 //! - [`catalog`]: the models in the firmware directory, checked by SHA-256.
-//! - [`fabric`]: attaching to the fabric and the driver task that owns the
-//!   rings.
+//! - [`fabric`]: attaching to the fabric, and the driver that owns the
+//!   rings (run inside the scheduler's task).
 //! - [`lock`]: one process drives the fabric at a time.
 //! - [`config`]: the TOML configuration and its flags.
 //! - [`api`]: the OpenAI completions request and response shapes.

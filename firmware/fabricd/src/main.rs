@@ -279,7 +279,7 @@ fn probe(root: &std::path::Path, catalog: Option<PathBuf>, json: bool) -> anyhow
             (_, SlotState::Empty) => String::new(),
             (Some(c), _) => c
                 .by_hash(&slot.hash)
-                .map_or_else(|| "(not in the catalog)".into(), |m| m.name.clone()),
+                .map_or_else(|| "(not in the catalog)".into(), |m| m.name.to_string()),
             (None, _) => "(no catalog)".into(),
         };
         println!(
@@ -338,7 +338,7 @@ fn generate(
         let pick = slots.iter().find(|s| {
             s.state == SlotState::Ready
                 && match &model {
-                    Some(name) => catalog.by_hash(&s.hash).is_some_and(|m| &m.name == name),
+                    Some(name) => catalog.by_hash(&s.hash).is_some_and(|m| *m.name == **name),
                     None => true,
                 }
         });

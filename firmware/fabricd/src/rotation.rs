@@ -50,7 +50,6 @@ use fabric_hw::Root;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::catalog::{self, Catalog, CatalogError, CatalogModel};
-use crate::fabric::DriverCmd;
 use crate::scheduler::{Control, SlotView};
 use crate::stats::StatsHandle;
 
@@ -269,7 +268,6 @@ pub struct Rotator {
     shell: Arc<Shell>,
     topology: Topology,
     control: mpsc::Sender<Control>,
-    driver: mpsc::Sender<DriverCmd>,
     stats: Arc<StatsHandle>,
     config: RotationConfig,
     overlays: Option<Overlays>,
@@ -307,7 +305,6 @@ impl Rotator {
         shell: Arc<Shell>,
         topology: Topology,
         control: mpsc::Sender<Control>,
-        driver: mpsc::Sender<DriverCmd>,
         stats: Arc<StatsHandle>,
         config: RotationConfig,
     ) -> Rotator {
@@ -340,7 +337,6 @@ impl Rotator {
             shell,
             topology,
             control,
-            driver,
             stats,
             config,
             overlays,
@@ -402,10 +398,7 @@ impl Rotator {
             .map(|s| {
                 let mut model = match s.state {
                     SlotState::Empty => None,
-                    _ => self
-                        .catalog
-                        .by_hash(&s.hash)
-                        .map(|m| Arc::from(m.name.as_str())),
+                    _ => self.catalog.by_hash(&s.hash).map(|m| m.name.clone()),
                 };
                 let mut state = s.state;
                 if let Some(m) = loading.get(&s.index) {
@@ -546,7 +539,7 @@ impl Rotator {
             .iter()
             .find(|i| i.slots.contains(&slot) && (i.kind == "full") != partial)
             .ok_or_else(|| RotationError::NotForSlot {
-                model: model.name.clone(),
+                model: model.name.to_string(),
                 kind,
                 slot,
                 slots: model
@@ -755,7 +748,7 @@ impl Rotator {
                 .map(|r| format!(", replacing {r}"))
                 .unwrap_or_default()
         );
-        let new_name: Arc<str> = Arc::from(entry.name.as_str());
+        let new_name: Arc<str> = entry.name.clone();
         lock(&self.loading).insert(slot, new_name.clone());
         let estimate =
             Duration::from_secs_f64(checked.bin.len() as f64 / lock(&self.rate).max(1.0));
@@ -826,7 +819,7 @@ impl Rotator {
             reconfigure.as_secs_f64() * 1e3
         );
         Ok(LoadReport {
-            model: entry.name.clone(),
+            model: entry.name.to_string(),
             slot,
             replaced,
             method: "partial",
@@ -933,7 +926,7 @@ impl Rotator {
             checked.file
         );
         for s in 0..slots {
-            lock(&self.loading).insert(s, Arc::from(entry.name.as_str()));
+            lock(&self.loading).insert(s, entry.name.clone());
         }
         self.publish().await;
         let mut drained = Duration::ZERO;
@@ -997,7 +990,7 @@ impl Rotator {
             restart = self.device_moved();
             if restart.is_none() {
                 let (reply, rx) = oneshot::channel();
-                if self.driver.send(DriverCmd::Reset { reply }).await.is_ok() {
+                if self.control.send(Control::Reset { reply }).await.is_ok() {
                     let _ = rx.await;
                 }
             }
@@ -1010,9 +1003,9 @@ impl Rotator {
         self.stats.reconfig_end(reconfig_id).await;
         result?;
         lock(&self.loaded_at).insert(0, Instant::now());
-        *lock(&self.current) = Some(Arc::from(entry.name.as_str()));
+        *lock(&self.current) = Some(entry.name.clone());
         Ok(LoadReport {
-            model: entry.name.clone(),
+            model: entry.name.to_string(),
             slot: 0,
             replaced,
             method: "full",

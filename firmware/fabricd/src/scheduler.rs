@@ -2,7 +2,8 @@
 //! cancellation.
 //!
 //! [`State`] is plain data and is tested without tokio; [`run`] is the one
-//! task that owns it, reached through bounded channels. Nothing here knows
+//! task that owns it and the fabric's [`Driver`], reached through bounded
+//! channels. Nothing here knows
 //! HTTP: requests arrive as [`Admission`]s and leave through their own event
 //! channel.
 //!
@@ -23,6 +24,7 @@
 //!   to the head of its client's queue: nothing accepted is lost.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -30,11 +32,26 @@ use std::time::{Duration, Instant};
 use fabric_hw::contract::{CqeStatus, Finish, SlotState};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
-use crate::fabric::{Done, DriverCmd, DriverEvent, Job};
+use crate::fabric::{Done, Driver, DriverCmd, DriverEvent, Job};
 use crate::outcome::Outcome;
 
 /// A request's id, unique for the daemon's life.
 pub type ReqId = u64;
+
+/// The scheduler's maps, looked up several times a request. Their keys are
+/// ours (ids, tags, model names) or a client's address and `user`;
+/// foldhash is several times faster than std's SipHash on them, and still
+/// seeded per process, so a client cannot choose colliding keys.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Who asked: the fairness key. The client's address, and the request's
+/// `user` if it names one (users behind one address, such as a proxy's,
+/// take turns as separate clients).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClientKey {
+    pub ip: IpAddr,
+    pub user: Option<Arc<str>>,
+}
 
 /// The sending end of a request's events. The scheduler never waits on it:
 /// a request hears at most `max_tokens` + 3 events, so it is unbounded.
@@ -86,8 +103,7 @@ pub fn events() -> (EventSender, Events) {
 pub struct Admission {
     pub id: ReqId,
     pub model: Arc<str>,
-    /// Who asked: the fairness key.
-    pub client: Arc<str>,
+    pub client: ClientKey,
     pub prompt: Vec<u32>,
     pub max_tokens: u32,
     pub temperature: f32,
@@ -163,8 +179,8 @@ struct Running {
 #[derive(Debug, Default)]
 struct ModelQueue {
     /// Clients with waiting requests, in turn order.
-    turns: VecDeque<Arc<str>>,
-    per_client: HashMap<Arc<str>, VecDeque<ReqId>>,
+    turns: VecDeque<ClientKey>,
+    per_client: Map<ClientKey, VecDeque<ReqId>>,
 }
 
 /// What [`State::admit`] refused, with the request handed back.
@@ -178,10 +194,10 @@ pub struct Refusal {
 #[derive(Debug)]
 pub struct State {
     slots: Vec<Slot>,
-    queues: HashMap<Arc<str>, ModelQueue>,
-    waiting: HashMap<ReqId, Admission>,
-    running: HashMap<u32, Running>,
-    tag_of: HashMap<ReqId, u32>,
+    queues: Map<Arc<str>, ModelQueue>,
+    waiting: Map<ReqId, Admission>,
+    running: Map<u32, Running>,
+    tag_of: Map<ReqId, u32>,
     deadlines: BTreeSet<(Instant, ReqId)>,
     next_tag: u32,
     /// Expected time to load a model, for `model_loading` answers.
@@ -204,10 +220,10 @@ impl State {
             .collect();
         State {
             slots,
-            queues: HashMap::new(),
-            waiting: HashMap::new(),
-            running: HashMap::new(),
-            tag_of: HashMap::new(),
+            queues: Map::default(),
+            waiting: Map::default(),
+            running: Map::default(),
+            tag_of: Map::default(),
             deadlines: BTreeSet::new(),
             next_tag: 1,
             load_estimate: Duration::from_secs(5),
@@ -251,13 +267,13 @@ impl State {
             // cancel may even have overtaken it): nothing to queue.
             return Ok(());
         }
-        let serving = self
-            .slots
-            .iter()
-            .filter(|s| s.view.model.as_ref() == Some(&adm.model))
-            .map(|s| s.view.state)
-            .collect::<Vec<_>>();
-        if serving.is_empty() {
+        let serving = || {
+            self.slots
+                .iter()
+                .filter(|s| s.view.model.as_ref() == Some(&adm.model))
+                .map(|s| s.view.state)
+        };
+        if serving().next().is_none() {
             let outcome = Outcome::ModelNotLoaded {
                 model: adm.model.to_string(),
             };
@@ -266,7 +282,7 @@ impl State {
                 outcome,
             }));
         }
-        let ready = serving.contains(&SlotState::Ready);
+        let ready = serving().any(|s| s == SlotState::Ready);
         if !ready && now + self.load_estimate > adm.deadline {
             // Only loading slots, and the load outlasts the deadline: say so
             // now rather than at the deadline.
@@ -279,7 +295,7 @@ impl State {
                 outcome,
             }));
         }
-        if !ready && !serving.contains(&SlotState::Loading) {
+        if !ready && !serving().any(|s| s == SlotState::Loading) {
             let outcome = Outcome::ModelNotLoaded {
                 model: adm.model.to_string(),
             };
@@ -355,9 +371,16 @@ impl State {
         }
     }
 
-    /// Starts what can start now.
-    pub fn dispatch(&mut self, now: Instant) -> Vec<DriverCmd> {
+    /// Starts what can start now (the tests' form of [`State::dispatch_into`]).
+    #[cfg(test)]
+    fn dispatch(&mut self, now: Instant) -> Vec<DriverCmd> {
         let mut cmds = Vec::new();
+        self.dispatch_into(now, &mut cmds);
+        cmds
+    }
+
+    /// Starts what can start now: adds its submissions to `cmds`.
+    pub fn dispatch_into(&mut self, now: Instant, cmds: &mut Vec<DriverCmd>) {
         for i in 0..self.slots.len() {
             loop {
                 let slot = &self.slots[i];
@@ -405,7 +428,6 @@ impl State {
                 );
             }
         }
-        cmds
     }
 
     /// The client no longer wants request `id`.
@@ -697,6 +719,11 @@ pub enum Control {
     },
     /// How long a load in progress is expected to take.
     LoadEstimate(Duration),
+    /// Initialise the rings again (after a full reconfiguration reset the
+    /// shell); every request the fabric held is answered as a fault.
+    Reset {
+        reply: tokio::sync::oneshot::Sender<Result<(), String>>,
+    },
 }
 
 /// The channels of the scheduler task.
@@ -707,15 +734,14 @@ pub struct Channels {
     /// one), which the semaphore bounds: unbounded here cannot grow past it.
     pub cancel: mpsc::UnboundedReceiver<ReqId>,
     pub control: mpsc::Receiver<Control>,
-    pub driver_events: mpsc::Receiver<DriverEvent>,
-    pub driver: mpsc::Sender<DriverCmd>,
 }
 
-/// Runs the scheduler until the admission channel closes and nothing is
-/// left, or the driver stops.
+/// Runs the scheduler, and the fabric's driver with it, until the
+/// admission channel closes and nothing is left, or the fabric fails.
 pub async fn run(
     mut state: State,
     mut ch: Channels,
+    mut driver: Driver,
     published: Arc<Published>,
     in_flight: Arc<crate::stats::InFlight>,
 ) {
@@ -725,6 +751,7 @@ pub async fn run(
         ewma: 0.0,
     };
     let mut cmds = Vec::new();
+    let mut fabric = Vec::new();
     let mut admitting = true;
     publish(&state, &published);
     publish_slots(&state, &published);
@@ -762,12 +789,12 @@ pub async fn run(
                 }
                 Control::RunningIn { slot, reply } => { let _ = reply.send(state.running_in(slot)); }
                 Control::LoadEstimate(d) => state.load_estimate = d,
+                Control::Reset { reply } => cmds.push(DriverCmd::Reset { reply }),
             },
-            ev = ch.driver_events.recv() => match ev {
-                Some(ev) => completions += take_driver_event(&mut state, ev),
-                None => {
-                    log::error!("scheduler: the fabric driver stopped; answering every request");
-                    state.fail_all(&Outcome::FabricError { message: "the fabric driver stopped".into() });
+            r = driver.ready() => {
+                if let Err(e) = r.and_then(|()| driver.service(&mut fabric)) {
+                    log::error!("scheduler: the fabric failed ({e}); answering every request");
+                    state.fail_all(&Outcome::FabricError { message: format!("the fabric failed: {e}") });
                     publish(&state, &published);
                     return;
                 }
@@ -775,33 +802,28 @@ pub async fn run(
             _ = &mut timer, if deadline.is_some() => cmds.extend(state.expire(Instant::now())),
         }
         // Take what else has arrived before dispatching: under load, one
-        // dispatch, one batch of driver commands and one publish serve a
-        // burst of admissions and completions, not each of them.
-        for _ in 0..BATCH {
-            let mut more = false;
-            if admitting {
-                if let Ok(adm) = ch.admit.try_recv() {
-                    take_admission(&mut state, adm);
-                    more = true;
-                }
-            }
-            if let Ok(ev) = ch.driver_events.try_recv() {
-                completions += take_driver_event(&mut state, ev);
-                more = true;
-            }
-            if !more {
-                break;
+        // dispatch, one doorbell and one publish serve a burst of
+        // admissions, not each of them.
+        if admitting {
+            for _ in 0..BATCH {
+                let Ok(adm) = ch.admit.try_recv() else { break };
+                take_admission(&mut state, adm);
             }
         }
         let now = Instant::now();
-        cmds.extend(state.dispatch(now));
-        for cmd in cmds.drain(..) {
-            if ch.driver.send(cmd).await.is_err() {
-                state.fail_all(&Outcome::FabricError {
-                    message: "the fabric driver stopped".into(),
-                });
-                publish(&state, &published);
-                return;
+        // What the fabric reported frees contexts for what waits; what the
+        // driver answers at once (a refusal, a reset) may free more.
+        loop {
+            for ev in fabric.drain(..) {
+                completions += take_driver_event(&mut state, ev);
+            }
+            state.dispatch_into(now, &mut cmds);
+            if cmds.is_empty() {
+                break;
+            }
+            driver.execute(&mut cmds, &mut fabric);
+            if fabric.is_empty() {
+                break;
             }
         }
         let rate = meter.tick(now, completions);
@@ -881,7 +903,10 @@ mod tests {
             Admission {
                 id,
                 model: Arc::from(model),
-                client: Arc::from(client),
+                client: ClientKey {
+                    ip: IpAddr::from([127, 0, 0, 1]),
+                    user: Some(Arc::from(client)),
+                },
                 prompt: vec![1, 2],
                 max_tokens: 4,
                 temperature: 0.0,

@@ -71,9 +71,6 @@ pub async fn run(
     let info = shell.info().clone();
     let (stats, stats_task) = crate::stats::start(config.stats());
 
-    let (driver_tx, driver_rx) = mpsc::channel(info.contexts() * 2 + 64);
-    let (events_tx, events_rx) = mpsc::channel(1024);
-    let driver_task = tokio::spawn(driver.run(driver_rx, events_tx));
     let (control_tx, control_rx) = mpsc::channel(64);
     let restart = crate::rotation::RestartHandle::new(shutdown.clone());
     let rotator = Arc::new(
@@ -83,7 +80,6 @@ pub async fn run(
             shell.clone(),
             topology,
             control_tx.clone(),
-            driver_tx.clone(),
             stats.clone(),
             config.rotation(),
         )
@@ -106,15 +102,14 @@ pub async fn run(
     let published = Arc::new(Published::default());
     let metrics = Arc::new(Metrics::default());
     let state = State::new(views, info.contexts_per_slot);
-    let sched_task = tokio::spawn(scheduler::run(
+    let mut sched_task = tokio::spawn(scheduler::run(
         state,
         Channels {
             admit: admit_rx,
             cancel: cancel_rx,
             control: control_rx,
-            driver_events: events_rx,
-            driver: driver_tx,
         },
+        driver,
         published.clone(),
         stats.in_flight.clone(),
     ));
@@ -229,13 +224,15 @@ pub async fn run(
     drop(app);
     // The scheduler ends once admission is closed and nothing is left, or
     // at the end of the grace period.
-    if tokio::time::timeout(Duration::from_secs(1), sched_task)
+    if tokio::time::timeout(Duration::from_secs(1), &mut sched_task)
         .await
         .is_err()
     {
         log::warn!("serve: the scheduler did not drain");
+        // It owns the driver: nothing touches the rings once it is gone.
+        sched_task.abort();
+        let _ = sched_task.await;
     }
-    driver_task.abort();
     // The open stats window is written whole.
     stats.checkpoint().await;
     drop(stats);
@@ -315,7 +312,7 @@ impl Commands for Admin {
                     .map(|m| {
                         let held: Vec<_> = slots
                             .iter()
-                            .filter(|s| s.model.as_deref() == Some(m.name.as_str()))
+                            .filter(|s| s.model.as_deref() == Some(&*m.name))
                             .map(|s| json!({"slot": s.index, "state": s.state.as_str()}))
                             .collect();
                         json!({
@@ -497,7 +494,7 @@ mod sim_child {
                 .iter()
                 .filter(|m| m.problem.is_none())
                 .take(usize::from(config.sim.slots))
-                .map(|m| m.name.clone())
+                .map(|m| m.name.to_string())
                 .collect()
         } else {
             config.sim.boot.clone()

@@ -47,7 +47,7 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::outcome::Outcome;
-use crate::scheduler::{Admission, Events, Published, ReqEvent, ReqId};
+use crate::scheduler::{Admission, ClientKey, Events, Published, ReqEvent, ReqId};
 use crate::text::{StopMatcher, Utf8Decoder};
 
 /// Connections over the cap that are still answered (with `overloaded`).
@@ -280,9 +280,8 @@ async fn refuse_conn(stream: TcpStream, app: &Arc<App>) {
 }
 
 async fn route(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Response<Body> {
-    let path = req.uri().path().to_owned();
     let method = req.method().clone();
-    let resp = match (path.as_str(), &method) {
+    let resp = match (req.uri().path(), &method) {
         ("/v1/completions", &Method::POST) => return completions(app, peer, req).await,
         ("/v1/models", &Method::GET) => models(app),
         ("/healthz", &Method::GET) => json_response(StatusCode::OK, &json!({"status": "ok"})),
@@ -309,13 +308,22 @@ async fn route(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Resp
             }
             .response()
         }
-        _ => Outcome::NotFound { path }.response(),
+        (path, _) => Outcome::NotFound {
+            path: path.to_owned(),
+        }
+        .response(),
     };
     resp
 }
 
 fn json_response<T: serde::Serialize>(status: StatusCode, v: &T) -> Response<Body> {
-    let mut bytes = serde_json::to_vec(v).unwrap_or_default();
+    // Room for a typical completion: growing from empty costs a
+    // reallocation at each doubling.
+    let mut bytes = Vec::with_capacity(512);
+    if serde_json::to_writer(&mut bytes, v).is_err() {
+        // Only a map with non-string keys fails; none of ours has one.
+        bytes.clear();
+    }
     bytes.push(b'\n');
     let mut r = Response::new(full(bytes));
     *r.status_mut() = status;
@@ -333,7 +341,7 @@ fn models(app: &App) -> Response<Body> {
         .map(|m| {
             let in_slots: Vec<_> = slots
                 .iter()
-                .filter(|s| s.model.as_deref() == Some(m.name.as_str()))
+                .filter(|s| s.model.as_deref() == Some(&*m.name))
                 .map(|s| json!({"slot": s.index, "state": s.state.as_str(), "accepting": s.accepting}))
                 .collect();
             json!({
@@ -526,32 +534,38 @@ async fn start_completion(
     let mut request = api::parse_completion(&bytes)?;
     drop(bytes);
     // `default` follows rotation: the model loaded most recently.
-    let name = if request.model == DEFAULT_MODEL {
-        match app.rotator.as_ref().and_then(|r| r.current()) {
-            Some(m) => m.to_string(),
-            None => {
-                return Err(Outcome::ModelNotLoaded {
-                    model: DEFAULT_MODEL.into(),
-                })
-            }
-        }
+    let current;
+    let name: &str = if request.model == DEFAULT_MODEL {
+        current = app
+            .rotator
+            .as_ref()
+            .and_then(|r| r.current())
+            .ok_or_else(|| Outcome::ModelNotLoaded {
+                model: DEFAULT_MODEL.into(),
+            })?;
+        &current
     } else {
-        request.model.clone()
+        &request.model
     };
-    let model = app.catalog.get(&name).map_err(|_| Outcome::ModelNotFound {
+    let model = app.catalog.get(name).map_err(|_| Outcome::ModelNotFound {
         model: request.model.clone(),
-        known: app.catalog.models.iter().map(|m| m.name.clone()).collect(),
+        known: app
+            .catalog
+            .models
+            .iter()
+            .map(|m| m.name.to_string())
+            .collect(),
     })?;
     let tokenizer = model
         .tokenizer
         .clone()
         .ok_or_else(|| Outcome::ModelNotLoaded {
-            model: model.name.clone(),
+            model: model.name.to_string(),
         })?;
     // The text is not needed once tokenized; a waiting request keeps only
     // its tokens.
     let prompt = tokenizer.encode(&std::mem::take(&mut request.prompt));
-    let model_name: Arc<str> = Arc::from(model.name.as_str());
+    let model_name = model.name.clone();
     ledger.model = Some(model_name.clone());
     ledger.tokens_in = prompt.len() as u64;
     if prompt.len() > app.info.max_prompt as usize {
@@ -582,7 +596,10 @@ async fn start_completion(
         .unwrap_or(app.config.default_deadline_ms)
         .min(app.config.max_deadline_ms);
     let timeout = Duration::from_millis(timeout_ms);
-    let client = client_key(ledger.ip, request.user.as_deref());
+    let client = ClientKey {
+        ip: ledger.ip,
+        user: request.user.take().filter(|u| !u.is_empty()).map(Arc::from),
+    };
     // Admission: a permit now, or overloaded now.
     let Ok(permit) = app.permits.clone().try_acquire_owned() else {
         return Err(Outcome::Overloaded {
@@ -664,15 +681,6 @@ fn client_ip(app: &App, peer: SocketAddr, headers: &hyper::HeaderMap) -> IpAddr 
     peer.ip()
 }
 
-/// The client's identity for fairness: its address, and the request's
-/// `user` if it names one.
-fn client_key(ip: IpAddr, user: Option<&str>) -> Arc<str> {
-    match user {
-        Some(u) if !u.is_empty() => Arc::from(format!("{ip}/{u}")),
-        _ => Arc::from(ip.to_string()),
-    }
-}
-
 fn random_seed(id: u64) -> u64 {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -692,6 +700,8 @@ struct Assembler {
     utf8: Utf8Decoder,
     stops: StopMatcher,
     tokens: usize,
+    /// Scratch, kept between pushes: the text before the stop sequences.
+    text: String,
 }
 
 impl Assembler {
@@ -701,39 +711,49 @@ impl Assembler {
             utf8: Utf8Decoder::default(),
             stops: StopMatcher::new(stops),
             tokens: 0,
+            text: String::new(),
         }
     }
 
-    fn push(&mut self, tokens: &[u32]) -> String {
+    /// Appends the text of `tokens` that can go out now to `out`.
+    fn push(&mut self, tokens: &[u32], out: &mut String) {
         if self.stops.stopped() {
-            return String::new();
+            return;
         }
         self.tokens += tokens.len();
-        let bytes: Vec<u8> = tokens
-            .iter()
-            .filter(|&&t| t != EOS)
-            .flat_map(|&t| self.tokenizer.token_bytes(t).iter().copied())
-            .collect();
-        let text = self.utf8.push(&bytes);
-        self.stops.push(&text)
+        // Without stop sequences the text goes straight out.
+        let text = if self.stops.passes_through() {
+            &mut *out
+        } else {
+            self.text.clear();
+            &mut self.text
+        };
+        for &t in tokens.iter().filter(|&&t| t != EOS) {
+            self.utf8.push(self.tokenizer.token_bytes(t), text);
+        }
+        if !self.stops.passes_through() {
+            self.stops.push(&self.text, out);
+        }
     }
 
-    fn finish(&mut self) -> String {
+    /// Appends what was held back, at the end.
+    fn finish(&mut self, out: &mut String) {
         if self.stops.stopped() {
-            return String::new();
+            return;
         }
-        let tail = self.utf8.finish();
-        let mut out = self.stops.push(&tail);
+        self.text.clear();
+        self.utf8.finish(&mut self.text);
+        self.stops.push(&self.text, out);
         if !self.stops.stopped() {
-            out.push_str(&self.stops.finish());
+            self.stops.finish(out);
         }
-        out
     }
 }
 
 async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
     let mut asm = Assembler::new(s.tokenizer.clone(), s.request.stop.clone());
-    let mut text = String::new();
+    // Room for a typical answer, so it is not regrown token by token.
+    let mut text = String::with_capacity(256);
     let mut slot = None;
     let mut queued = Duration::ZERO;
     let (finish, fabric_us) = loop {
@@ -749,7 +769,7 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
                 app.metrics.queue_wait.observe(q);
             }
             Some(ReqEvent::Tokens(t)) => {
-                text.push_str(&asm.push(&t));
+                asm.push(&t, &mut text);
                 if asm.stops.stopped() {
                     // Stop sequence: free the context now.
                     let _ = app.cancel.send(s.id);
@@ -769,8 +789,8 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
                 }
                 slot = Some(sl);
                 queued = q;
-                text.push_str(&asm.push(&tokens));
-                text.push_str(&asm.finish());
+                asm.push(&tokens, &mut text);
+                asm.finish(&mut text);
                 let finish = if asm.stops.stopped() {
                     Finish::Stop
                 } else {
@@ -790,9 +810,9 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
     };
     let finish = api::finish_reason(finish == Finish::Stop, finish == Finish::Length);
     s.end(app, "ok", asm.tokens, fabric_us);
-    let id = format!("cmpl-{:016x}", s.id);
+    let id = api::CompletionId::new(s.id);
     let body = api::completion_body(
-        &id,
+        id.as_str(),
         unix_now(),
         &s.model,
         &text,
@@ -829,7 +849,7 @@ fn sse<T: serde::Serialize>(v: &T) -> Bytes {
 
 /// Feeds one event stream; ends (and cancels) when the client goes away.
 async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
-    let id = format!("cmpl-{:016x}", s.id);
+    let id = api::CompletionId::new(s.id);
     let created = unix_now();
     let mut asm = Assembler::new(s.tokenizer.clone(), s.request.stop.clone());
     let mut keepalive = tokio::time::interval(Duration::from_secs(15));
@@ -851,12 +871,19 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
             Some(ReqEvent::Started { queued, .. }) => app.metrics.queue_wait.observe(queued),
             Some(ReqEvent::Queued) => {}
             Some(ReqEvent::Tokens(t)) => {
-                let text = asm.push(&t);
+                let mut text = String::new();
+                asm.push(&t, &mut text);
                 let stopped = asm.stops.stopped();
                 if !text.is_empty()
                     && !send(
                         &tx,
-                        sse(&api::chunk_body(&id, created, &s.model, &text, None)),
+                        sse(&api::chunk_body(
+                            id.as_str(),
+                            created,
+                            &s.model,
+                            &text,
+                            None,
+                        )),
                     )
                     .await
                 {
@@ -864,7 +891,17 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
                 }
                 if stopped {
                     let _ = app.cancel.send(s.id);
-                    finish_stream(&app, &mut s, &tx, &id, created, "stop", asm.tokens, 0).await;
+                    finish_stream(
+                        &app,
+                        &mut s,
+                        &tx,
+                        id.as_str(),
+                        created,
+                        "stop",
+                        asm.tokens,
+                        0,
+                    )
+                    .await;
                     return;
                 }
             }
@@ -874,12 +911,19 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
                 fabric_us,
                 ..
             }) => {
-                let mut text = asm.push(&tokens);
-                text.push_str(&asm.finish());
+                let mut text = String::new();
+                asm.push(&tokens, &mut text);
+                asm.finish(&mut text);
                 if !text.is_empty()
                     && !send(
                         &tx,
-                        sse(&api::chunk_body(&id, created, &s.model, &text, None)),
+                        sse(&api::chunk_body(
+                            id.as_str(),
+                            created,
+                            &s.model,
+                            &text,
+                            None,
+                        )),
                     )
                     .await
                 {
@@ -890,7 +934,14 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
                     finish == Finish::Length,
                 );
                 finish_stream(
-                    &app, &mut s, &tx, &id, created, reason, asm.tokens, fabric_us,
+                    &app,
+                    &mut s,
+                    &tx,
+                    id.as_str(),
+                    created,
+                    reason,
+                    asm.tokens,
+                    fabric_us,
                 )
                 .await;
                 return;
@@ -945,9 +996,14 @@ mod tests {
         ]));
         let hello: Vec<u32> = b"hello".iter().map(|&b| u32::from(b)).collect();
         let mut a = Assembler::new(tok.clone(), vec!["\n".into()]);
-        assert_eq!(a.push(&hello), "hello");
-        assert_eq!(a.push(&[257, EOS]), " world");
-        assert_eq!(a.push(&[258, 257]), "");
+        let mut pushed = |tokens: &[u32]| {
+            let mut out = String::new();
+            a.push(tokens, &mut out);
+            out
+        };
+        assert_eq!(pushed(&hello), "hello");
+        assert_eq!(pushed(&[257, EOS]), " world");
+        assert_eq!(pushed(&[258, 257]), "");
         assert!(a.stops.stopped());
     }
 }

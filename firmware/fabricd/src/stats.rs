@@ -759,7 +759,12 @@ impl Task {
             let h = self.client_hash(ip);
             self.open.clients.insert(h);
         }
-        *self.open.requests.entry(ev.outcome.to_owned()).or_default() += 1;
+        match self.open.requests.get_mut(ev.outcome) {
+            Some(n) => *n += 1,
+            None => {
+                self.open.requests.insert(ev.outcome.to_owned(), 1);
+            }
+        }
         self.open.tokens_in += ev.tokens_in;
         self.open.tokens_out += ev.tokens_out;
         let ms = ev

@@ -13,16 +13,22 @@ pub struct Utf8Decoder {
 }
 
 impl Utf8Decoder {
-    /// Adds bytes and returns the text that is now complete.
-    pub fn push(&mut self, bytes: &[u8]) -> String {
+    /// Adds bytes; appends the text that is now complete to `out`.
+    pub fn push(&mut self, bytes: &[u8], out: &mut String) {
+        if self.pending.is_empty() {
+            // The usual case: whole characters, straight through.
+            if let Ok(s) = std::str::from_utf8(bytes) {
+                out.push_str(s);
+                return;
+            }
+        }
         self.pending.extend_from_slice(bytes);
-        let mut out = String::new();
         loop {
             match std::str::from_utf8(&self.pending) {
                 Ok(s) => {
                     out.push_str(s);
                     self.pending.clear();
-                    return out;
+                    return;
                 }
                 Err(e) => {
                     let valid = e.valid_up_to();
@@ -32,7 +38,7 @@ impl Utf8Decoder {
                     match e.error_len() {
                         None => {
                             self.pending.drain(..valid);
-                            return out;
+                            return;
                         }
                         Some(bad) => {
                             out.push(char::REPLACEMENT_CHARACTER);
@@ -44,11 +50,11 @@ impl Utf8Decoder {
         }
     }
 
-    /// Whatever is left at the end (an incomplete character is replaced).
-    pub fn finish(&mut self) -> String {
-        let out = String::from_utf8_lossy(&self.pending).into_owned();
+    /// Appends whatever is left at the end (an incomplete character is
+    /// replaced).
+    pub fn finish(&mut self, out: &mut String) {
+        out.push_str(&String::from_utf8_lossy(&self.pending));
         self.pending.clear();
-        out
     }
 }
 
@@ -69,16 +75,26 @@ impl StopMatcher {
         }
     }
 
+    /// Whether there are no stop strings: all text passes as it comes.
+    pub fn passes_through(&self) -> bool {
+        self.stops.is_empty()
+    }
+
     /// Whether a stop string was found.
     pub fn stopped(&self) -> bool {
         self.stopped
     }
 
-    /// Adds text; returns what can be sent now. After a stop string, the
-    /// text before it is returned and everything after is dropped.
-    pub fn push(&mut self, text: &str) -> String {
+    /// Adds text; appends what can be sent now to `out`. After a stop
+    /// string, the text before it is appended and everything after is
+    /// dropped.
+    pub fn push(&mut self, text: &str, out: &mut String) {
         if self.stopped {
-            return String::new();
+            return;
+        }
+        if self.stops.is_empty() {
+            out.push_str(text);
+            return;
         }
         self.held.push_str(text);
         if let Some(at) = self
@@ -88,9 +104,9 @@ impl StopMatcher {
             .min()
         {
             self.stopped = true;
-            let out = self.held[..at].to_owned();
+            out.push_str(&self.held[..at]);
             self.held.clear();
-            return out;
+            return;
         }
         // Hold back the longest suffix that is a prefix of some stop string.
         let keep = self
@@ -100,14 +116,14 @@ impl StopMatcher {
             .max()
             .unwrap_or(0);
         let cut = self.held.len() - keep;
-        let out = self.held[..cut].to_owned();
+        out.push_str(&self.held[..cut]);
         self.held.drain(..cut);
-        out
     }
 
-    /// The held-back text, at the end of generation.
-    pub fn finish(&mut self) -> String {
-        std::mem::take(&mut self.held)
+    /// Appends the held-back text, at the end of generation.
+    pub fn finish(&mut self, out: &mut String) {
+        out.push_str(&self.held);
+        self.held.clear();
     }
 }
 
@@ -129,36 +145,49 @@ fn longest_suffix_prefix(text: &str, stop: &str) -> usize {
 mod tests {
     use super::*;
 
+    /// What one step appends.
+    fn step(f: impl FnOnce(&mut String)) -> String {
+        let mut out = String::new();
+        f(&mut out);
+        out
+    }
+
     #[test]
     fn split_characters_wait_for_their_tail() {
         let mut d = Utf8Decoder::default();
         let e_acute = "é".as_bytes();
-        assert_eq!(d.push(b"caf"), "caf");
-        assert_eq!(d.push(&e_acute[..1]), "");
-        assert_eq!(d.push(&e_acute[1..]), "é");
-        assert_eq!(d.push(&[0xff, b'x']), "\u{fffd}x");
-        assert_eq!(d.push(&e_acute[..1]), "");
-        assert_eq!(d.finish(), "\u{fffd}");
+        assert_eq!(step(|o| d.push(b"caf", o)), "caf");
+        assert_eq!(step(|o| d.push(&e_acute[..1], o)), "");
+        assert_eq!(step(|o| d.push(&e_acute[1..], o)), "é");
+        assert_eq!(step(|o| d.push(&[0xff, b'x'], o)), "\u{fffd}x");
+        assert_eq!(step(|o| d.push(&[b'a', 0xff, b'b'], o)), "a\u{fffd}b");
+        assert_eq!(step(|o| d.push(&e_acute[..1], o)), "");
+        assert_eq!(step(|o| d.finish(o)), "\u{fffd}");
     }
 
     #[test]
     fn stops_cut_and_hold_back() {
         let mut m = StopMatcher::new(vec!["\n\n".into(), "END".into()]);
-        assert_eq!(m.push("hello E"), "hello ");
-        assert_eq!(m.push("N"), "");
-        assert_eq!(m.push("Dless"), "", "END found: nothing after it");
+        assert_eq!(step(|o| m.push("hello E", o)), "hello ");
+        assert_eq!(step(|o| m.push("N", o)), "");
+        assert_eq!(
+            step(|o| m.push("Dless", o)),
+            "",
+            "END found: nothing after it"
+        );
         assert!(m.stopped());
         let mut m = StopMatcher::new(vec!["END".into()]);
-        assert_eq!(m.push("EN"), "");
-        assert_eq!(m.push("x"), "ENx");
-        assert_eq!(m.push("E"), "");
-        assert_eq!(m.finish(), "E");
+        assert_eq!(step(|o| m.push("EN", o)), "");
+        assert_eq!(step(|o| m.push("x", o)), "ENx");
+        assert_eq!(step(|o| m.push("E", o)), "");
+        assert_eq!(step(|o| m.finish(o)), "E");
         assert!(!m.stopped());
     }
 
     #[test]
     fn without_stops_everything_flows() {
         let mut m = StopMatcher::new(vec![String::new()]);
-        assert_eq!(m.push("abc"), "abc");
+        assert_eq!(step(|o| m.push("abc", o)), "abc");
+        assert_eq!(step(|o| m.finish(o)), "");
     }
 }
