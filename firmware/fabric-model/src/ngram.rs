@@ -53,9 +53,15 @@ struct Stored {
 #[derive(Debug, Clone)]
 pub struct Model {
     stored: Stored,
-    bigram: HashMap<u32, usize>,
-    trigram: HashMap<(u32, u32), usize>,
+    bigram: Lookup<u32>,
+    trigram: Lookup<(u32, u32)>,
 }
+
+/// A context's index into the stored tables, looked up at every decode
+/// step. The keys come from the model file, not from requests, so a fixed
+/// foldhash (several times faster than std's SipHash on these small keys)
+/// needs no seed.
+type Lookup<K> = HashMap<K, usize, foldhash::fast::FixedState>;
 
 /// Why a model could not be read.
 #[derive(Debug, thiserror::Error)]

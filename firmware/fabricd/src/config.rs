@@ -40,6 +40,11 @@ pub struct Config {
     pub queue_capacity: usize,
     /// Open connections at once; the rest are answered `overloaded`.
     pub max_connections: usize,
+    /// Threads that serve HTTP and run the scheduler. One keeps every
+    /// wake-up on one core (no hand-offs between threads), and serves the
+    /// fabric's few hundred requests a second many times over; blocking
+    /// work (loads, the stats log) runs on threads of its own regardless.
+    pub workers: usize,
     /// A request's deadline when it names none.
     pub default_deadline_ms: u64,
     /// The longest deadline a request may ask for.
@@ -136,6 +141,7 @@ impl Default for Config {
             configfs: "/sys/kernel/config".into(),
             queue_capacity: 2048,
             max_connections: 16_384,
+            workers: 1,
             default_deadline_ms: 30_000,
             max_deadline_ms: 600_000,
             default_max_tokens: 16,
@@ -197,6 +203,9 @@ impl Config {
         }
         if self.max_connections == 0 {
             return Err(invalid("max_connections", "must be at least 1"));
+        }
+        if !(1..=64).contains(&self.workers) {
+            return Err(invalid("workers", "must be between 1 and 64"));
         }
         if self.default_deadline_ms == 0 || self.default_deadline_ms > self.max_deadline_ms {
             return Err(invalid(
@@ -321,6 +330,23 @@ mod tests {
         c.rotation.interval = Some("every so often".into());
         let err = c.validate().expect_err("refused");
         assert!(err.to_string().starts_with("rotation.interval:"), "{err}");
+    }
+
+    #[test]
+    fn worker_counts_out_of_range_are_named() {
+        for workers in [0, 65] {
+            let c = Config {
+                workers,
+                ..Config::default()
+            };
+            let err = c.validate().expect_err("refused");
+            assert!(err.to_string().starts_with("workers:"), "{err}");
+        }
+        let c = Config {
+            workers: 4,
+            ..Config::default()
+        };
+        c.validate().expect("4 workers");
     }
 
     #[test]

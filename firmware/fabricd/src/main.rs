@@ -469,7 +469,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.sim {
         bail!("this fabricd was built without the simulator (feature \"sim\")");
     }
+    // Multi-threaded even with one worker: loads hand their blocking steps
+    // to `block_in_place`, which needs it.
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.workers)
         .enable_all()
         .build()
         .context("starting the runtime")?;

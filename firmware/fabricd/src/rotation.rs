@@ -732,7 +732,9 @@ impl Rotator {
     ) -> Result<LoadReport, RotationError> {
         let start = Instant::now();
         let slot = slot.unwrap_or_else(|| self.pick_slot(&entry.name));
-        let checked = self.check(entry, slot, true)?;
+        // Reading, checking and converting the image blocks: off the
+        // thread that serves requests (here and below).
+        let checked = tokio::task::block_in_place(|| self.check(entry, slot, true))?;
         let previous = self
             .views()
             .into_iter()
@@ -833,7 +835,7 @@ impl Rotator {
 
     async fn restore(&self, slot: u8, model: &str) -> Result<(), RotationError> {
         let entry = self.catalog.get(model)?.clone();
-        let checked = self.check(&entry, slot, true)?;
+        let checked = tokio::task::block_in_place(|| self.check(&entry, slot, true))?;
         lock(&self.loading).insert(slot, Arc::from(model));
         self.program(slot, &checked).await
     }
@@ -855,11 +857,13 @@ impl Rotator {
             })?;
         let firmware = format!("{}/staged/{bin_name}", fabric_hw::root::FIRMWARE_SUBDIR);
         let dtbo = format!("{}/staged/{dtbo_name}", fabric_hw::root::FIRMWARE_SUBDIR);
-        Self::stage(&staged.join(&bin_name), &checked.bin)?;
-        Self::stage(
-            &staged.join(&dtbo_name),
-            &slot_overlay(&region, &firmware).to_blob(),
-        )?;
+        tokio::task::block_in_place(|| {
+            Self::stage(&staged.join(&bin_name), &checked.bin)?;
+            Self::stage(
+                &staged.join(&dtbo_name),
+                &slot_overlay(&region, &firmware).to_blob(),
+            )
+        })?;
         let shell = self.shell.clone();
         let overlays = self
             .overlays
@@ -914,7 +918,7 @@ impl Rotator {
         let manager = self.manager.clone().ok_or(RotationError::Internal(
             "neither configfs overlays nor an FPGA manager: this kernel cannot reconfigure".into(),
         ))?;
-        let checked = self.check(entry, 0, false)?;
+        let checked = tokio::task::block_in_place(|| self.check(entry, 0, false))?;
         let slots = self.shell.info().slots as u8;
         let replaced = self
             .views()
@@ -945,7 +949,7 @@ impl Rotator {
         }
         let reconfig_id = self.stats.reconfig_start(None).await;
         let name = "full.bin";
-        Self::stage(&self.staged_dir().join(name), &checked.bin)?;
+        tokio::task::block_in_place(|| Self::stage(&self.staged_dir().join(name), &checked.bin))?;
         let firmware = format!("{}/staged/{name}", fabric_hw::root::FIRMWARE_SUBDIR);
         let t = Instant::now();
         let timeout = self.config.full_timeout;

@@ -317,14 +317,17 @@ async fn route(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Resp
 }
 
 fn json_response<T: serde::Serialize>(status: StatusCode, v: &T) -> Response<Body> {
-    // Room for a typical completion: growing from empty costs a
-    // reallocation at each doubling.
-    let mut bytes = Vec::with_capacity(512);
+    let mut bytes = Vec::with_capacity(256);
     if serde_json::to_writer(&mut bytes, v).is_err() {
         // Only a map with non-string keys fails; none of ours has one.
         bytes.clear();
     }
     bytes.push(b'\n');
+    json_bytes(status, bytes)
+}
+
+/// A response with a JSON body already written (and its newline).
+fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response<Body> {
     let mut r = Response::new(full(bytes));
     *r.status_mut() = status;
     r.headers_mut()
@@ -824,7 +827,10 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
             fabric_us,
         },
     );
-    json_response(StatusCode::OK, &body)
+    let mut bytes = Vec::with_capacity(384 + text.len());
+    body.write_json(&mut bytes);
+    bytes.push(b'\n');
+    json_bytes(StatusCode::OK, bytes)
 }
 
 fn stream_response(app: &Arc<App>, s: Started) -> Response<Body> {
@@ -839,10 +845,10 @@ fn stream_response(app: &Arc<App>, s: Started) -> Response<Body> {
     r
 }
 
-fn sse<T: serde::Serialize>(v: &T) -> Bytes {
-    let mut out = b"data: ".to_vec();
-    // Serializing these types cannot fail (no maps with non-string keys).
-    let _ = serde_json::to_writer(&mut out, v);
+fn sse(c: &api::Completion<'_>) -> Bytes {
+    let mut out = Vec::with_capacity(256 + c.choices[0].text.len());
+    out.extend_from_slice(b"data: ");
+    c.write_json(&mut out);
     out.extend_from_slice(b"\n\n");
     Bytes::from(out)
 }

@@ -956,8 +956,16 @@ pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<
     let join = tokio::spawn(async move {
         let mut checkpoint = tokio::time::interval(task.config.checkpoint);
         checkpoint.tick().await;
+        // One timer for the window's end, moved only when the window
+        // changes: a new one per message would cost a timer-wheel insert
+        // and removal per request.
+        let window_timer = tokio::time::sleep_until(task.window_started.into());
+        tokio::pin!(window_timer);
         loop {
-            let window_end = task.window_started + task.config.window;
+            let window_end = (task.window_started + task.config.window).into();
+            if window_timer.deadline() != window_end || window_timer.is_elapsed() {
+                window_timer.as_mut().reset(window_end);
+            }
             tokio::select! {
                 msg = rx.recv() => match msg {
                     Some(Msg::Request(ev)) => task.request(ev),
@@ -980,7 +988,7 @@ pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<
                         return;
                     }
                 },
-                _ = tokio::time::sleep_until(window_end.into()) => task.close_window(),
+                _ = &mut window_timer => task.close_window(),
                 _ = checkpoint.tick() => task.checkpoint(None),
             }
         }
