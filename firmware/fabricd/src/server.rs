@@ -429,7 +429,7 @@ async fn read_body(
     let limit = app.config.body_limit;
     let collected = tokio::time::timeout(
         app.config.body_read_timeout(),
-        Limited::new(body, limit).collect(),
+        whole(Limited::new(body, limit)),
     )
     .await;
     match collected {
@@ -449,8 +449,34 @@ async fn read_body(
             code: "body_error",
             message: format!("reading the request body: {e}"),
         }),
-        Ok(Ok(c)) => Ok((parts, c.to_bytes())),
+        Ok(Ok(bytes)) => Ok((parts, bytes)),
     }
+}
+
+/// A body's bytes. Usually one frame, taken as it is (`collect` would
+/// first put even that one in a list); more are joined.
+async fn whole<B>(body: B) -> Result<Bytes, B::Error>
+where
+    B: hyper::body::Body<Data = Bytes>,
+{
+    let mut body = pin!(body);
+    let mut first: Option<Bytes> = None;
+    let mut joined = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        // Trailers carry nothing a completion needs.
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        if first.is_none() && joined.is_empty() {
+            first = Some(data);
+            continue;
+        }
+        if let Some(f) = first.take() {
+            joined.extend_from_slice(&f);
+        }
+        joined.extend_from_slice(&data);
+    }
+    Ok(first.unwrap_or_else(|| joined.freeze()))
 }
 
 async fn completions(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Response<Body> {
@@ -993,6 +1019,41 @@ async fn finish_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
+    use std::task::{Context, Poll};
+
+    /// A body that yields the given frames, then ends.
+    struct Frames(VecDeque<&'static str>);
+
+    impl hyper::body::Body for Frames {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+            let next = self.0.pop_front();
+            Poll::Ready(
+                next.map(|s| Ok(hyper::body::Frame::data(Bytes::from_static(s.as_bytes())))),
+            )
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_is_whole_in_one_frame_or_many() {
+        for (frames, expected) in [
+            (vec![], ""),
+            (vec!["{\"a\":1}"], "{\"a\":1}"),
+            (vec!["{\"a\"", "", ":1", "}"], "{\"a\":1}"),
+            (vec!["", "x"], "x"),
+        ] {
+            let got = whole(Frames(frames.clone().into()))
+                .await
+                .expect("infallible");
+            assert_eq!(got, expected.as_bytes(), "{frames:?}");
+        }
+    }
 
     #[test]
     fn the_assembler_cuts_at_stops_and_skips_end_of_text() {

@@ -843,6 +843,29 @@ impl Task {
         });
     }
 
+    fn take(&mut self, msg: Msg) {
+        match msg {
+            Msg::Request(ev) => self.request(ev),
+            Msg::ReconfigStart { id, models, at } => {
+                self.reconfigs.insert(
+                    id,
+                    Reconfig {
+                        models,
+                        start: at,
+                        end: None,
+                    },
+                );
+            }
+            Msg::ReconfigEnd { id, at } => {
+                if let Some(r) = self.reconfigs.get_mut(&id) {
+                    r.end = Some(at);
+                }
+            }
+            Msg::Report { since_ms, reply } => self.report(since_ms, reply),
+            Msg::Checkpoint { reply } => self.checkpoint(Some(reply)),
+        }
+    }
+
     fn checkpoint(&mut self, done: Option<oneshot::Sender<()>>) {
         let record = self.record_of(false, SystemTime::now(), false);
         self.write(record, done);
@@ -893,6 +916,9 @@ impl Task {
         });
     }
 }
+
+/// Messages the stats task takes in one go after the one that woke it.
+const BATCH: usize = 64;
 
 /// Starts the stats task and its writer thread.
 pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<()>) {
@@ -968,17 +994,15 @@ pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<
             }
             tokio::select! {
                 msg = rx.recv() => match msg {
-                    Some(Msg::Request(ev)) => task.request(ev),
-                    Some(Msg::ReconfigStart { id, models, at }) => {
-                        task.reconfigs.insert(id, Reconfig { models, start: at, end: None });
-                    }
-                    Some(Msg::ReconfigEnd { id, at }) => {
-                        if let Some(r) = task.reconfigs.get_mut(&id) {
-                            r.end = Some(at);
+                    Some(msg) => {
+                        task.take(msg);
+                        // And whatever else is queued: under load one
+                        // wake-up serves many requests.
+                        for _ in 0..BATCH {
+                            let Ok(msg) = rx.try_recv() else { break };
+                            task.take(msg);
                         }
                     }
-                    Some(Msg::Report { since_ms, reply }) => task.report(since_ms, reply),
-                    Some(Msg::Checkpoint { reply }) => task.checkpoint(Some(reply)),
                     None => {
                         // Shutting down: the open window is written whole,
                         // and this task ends once it is on the card.
