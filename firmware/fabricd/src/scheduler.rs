@@ -3,9 +3,8 @@
 //!
 //! [`State`] is plain data and is tested without tokio; [`run`] is the one
 //! task that owns it and the fabric's [`Driver`], reached through bounded
-//! channels. Nothing here knows
-//! HTTP: requests arrive as [`Admission`]s and leave through their own event
-//! channel.
+//! channels. Nothing here knows HTTP: requests arrive as [`Admission`]s and
+//! leave through their own event channel.
 //!
 //! # Rules
 //! - Admission is decided before anything is queued: the HTTP layer holds a

@@ -890,6 +890,11 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
         let tx = tx.clone();
         async move { tx.send(b).await.is_ok() }
     };
+    // A chunk of text, if there is any to send.
+    let model = s.model.clone();
+    let chunk = |text: &str| {
+        (!text.is_empty()).then(|| sse(&api::chunk_body(id.as_str(), created, &model, text, None)))
+    };
     loop {
         let ev = tokio::select! {
             ev = s.events.recv() => ev,
@@ -906,20 +911,10 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
                 let mut text = String::new();
                 asm.push(&t, &mut text);
                 let stopped = asm.stops.stopped();
-                if !text.is_empty()
-                    && !send(
-                        &tx,
-                        sse(&api::chunk_body(
-                            id.as_str(),
-                            created,
-                            &s.model,
-                            &text,
-                            None,
-                        )),
-                    )
-                    .await
-                {
-                    return;
+                if let Some(b) = chunk(&text) {
+                    if !send(&tx, b).await {
+                        return;
+                    }
                 }
                 if stopped {
                     let _ = app.cancel.send(s.id);
@@ -946,20 +941,10 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
                 let mut text = String::new();
                 asm.push(&tokens, &mut text);
                 asm.finish(&mut text);
-                if !text.is_empty()
-                    && !send(
-                        &tx,
-                        sse(&api::chunk_body(
-                            id.as_str(),
-                            created,
-                            &s.model,
-                            &text,
-                            None,
-                        )),
-                    )
-                    .await
-                {
-                    return;
+                if let Some(b) = chunk(&text) {
+                    if !send(&tx, b).await {
+                        return;
+                    }
                 }
                 let reason = api::finish_reason(
                     finish == Finish::Stop || asm.stops.stopped(),
