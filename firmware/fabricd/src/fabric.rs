@@ -354,11 +354,14 @@ impl Driver {
                 for sub in &subs {
                     match self.rings.submit(&self.shell, std::slice::from_ref(sub)) {
                         Ok(()) => self.in_flight += 1,
-                        Err(e) => out.push(DriverEvent::Refused {
-                            tag: sub.tag,
-                            ctx: sub.ctx,
-                            reason: e.to_string(),
-                        }),
+                        Err(e) => {
+                            log::warn!("fabric: submission refused: {e}");
+                            out.push(DriverEvent::Refused {
+                                tag: sub.tag,
+                                ctx: sub.ctx,
+                                reason: e.to_string(),
+                            });
+                        }
                     }
                 }
             }

@@ -550,6 +550,13 @@ impl State {
                 message: format!("the fabric ended the request with status {other:?}"),
             },
         };
+        log::warn!(
+            "scheduler: request {} (tag {}, context {}): {}",
+            r.adm.id,
+            d.tag,
+            d.ctx,
+            outcome.message()
+        );
         let _ = r.adm.events.try_send(ReqEvent::Failed(outcome.clone()));
         Some(Finished::of(&r, Some(outcome)))
     }
