@@ -277,7 +277,6 @@ impl Config {
             window: parse_duration(&self.stats_window).unwrap_or(Duration::from_secs(1800)),
             checkpoint: parse_duration(&self.stats_checkpoint).unwrap_or(Duration::from_secs(60)),
             max_bytes: self.stats_max_bytes,
-            channel: 16_384,
         }
     }
 

@@ -25,6 +25,7 @@ pub mod catalog;
 pub mod config;
 pub mod control;
 pub mod fabric;
+pub mod guard;
 pub mod lock;
 pub mod metrics;
 pub mod outcome;

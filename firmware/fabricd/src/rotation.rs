@@ -772,7 +772,7 @@ impl Rotator {
             .cloned()
             .chain(std::iter::once(new_name.clone()))
             .collect();
-        let reconfig_id = self.stats.reconfig_start(Some(disturbed)).await;
+        let reconfig_id = self.stats.reconfig_start(Some(disturbed));
         let t = Instant::now();
         let result = self.program(slot, &checked).await;
         let reconfigure = t.elapsed();
@@ -811,7 +811,7 @@ impl Rotator {
         self.shell.set_quiesce(slot, false);
         self.publish().await;
         self.accepting(slot, true).await;
-        self.stats.reconfig_end(reconfig_id).await;
+        self.stats.reconfig_end(reconfig_id);
         outcome?;
         *lock(&self.current) = Some(new_name.clone());
         log::info!(
@@ -947,7 +947,7 @@ impl Rotator {
                 }
             }
         }
-        let reconfig_id = self.stats.reconfig_start(None).await;
+        let reconfig_id = self.stats.reconfig_start(None);
         let name = "full.bin";
         tokio::task::block_in_place(|| Self::stage(&self.staged_dir().join(name), &checked.bin))?;
         let firmware = format!("{}/staged/{name}", fabric_hw::root::FIRMWARE_SUBDIR);
@@ -1004,7 +1004,7 @@ impl Rotator {
         for s in 0..slots {
             self.accepting(s, true).await;
         }
-        self.stats.reconfig_end(reconfig_id).await;
+        self.stats.reconfig_end(reconfig_id);
         result?;
         lock(&self.loaded_at).insert(0, Instant::now());
         *lock(&self.current) = Some(entry.name.clone());

@@ -7,8 +7,9 @@
 //! learns why; past that too, connections wait in the kernel's backlog.
 //! A connection that has sent nothing yet costs a socket and a parked task,
 //! not hyper's buffers: it is only handed to hyper once it is readable, and
-//! closed after the idle timeout if it never is. hyper's header read timeout
-//! bounds slow headers (slowloris) and idle keep-alive.
+//! closed after the idle timeout if it never is. Its [`guard`](crate::guard)
+//! bounds slow headers (slowloris) and idle keep-alive, and drains it on
+//! shutdown.
 //!
 //! # Requests
 //! A completion request is parsed and validated here (a 400 names the
@@ -45,6 +46,7 @@ use crate::api::{self, CompletionRequest};
 use crate::body::{self, full, Body};
 use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::guard;
 use crate::metrics::Metrics;
 use crate::outcome::Outcome;
 use crate::scheduler::{Admission, ClientKey, Events, Published, ReqEvent, ReqId};
@@ -110,7 +112,7 @@ impl App {
         }
         self.stats.record(crate::stats::RequestEvent {
             outcome: label,
-            model: l.model.clone(),
+            model: l.model.as_deref(),
             client: Some(l.ip),
             received: l.received,
             ended: now,
@@ -233,27 +235,31 @@ async fn serve_http(
     app: &Arc<App>,
     shutdown: CancellationToken,
 ) {
+    let watch = guard::Watch::new(app.config.header_read_timeout());
+    let _guard = guard::spawn(watch.clone(), shutdown, app.config.shutdown_grace());
     let app2 = app.clone();
+    let watch2 = watch.clone();
     let service = service_fn(move |req| {
         let app = app2.clone();
-        async move { Ok::<_, std::convert::Infallible>(route(&app, peer, req).await) }
+        let watch = watch2.clone();
+        watch.begin();
+        async move {
+            let mut r = route(&app, peer, req).await;
+            // Idle again once hyper is done with the response.
+            r.body_mut().on_drop(watch);
+            Ok::<_, std::convert::Infallible>(r)
+        }
     });
     let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(app.config.header_read_timeout())
         .keep_alive(true)
         .max_buf_size(64 * 1024)
         .serve_connection(TokioIo::new(stream), service);
-    let mut conn = pin!(conn);
-    tokio::select! {
-        r = conn.as_mut() => {
-            if let Err(e) = r {
-                log::debug!("http: {peer}: {e}");
-            }
-        }
-        _ = shutdown.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(app.config.shutdown_grace(), conn).await;
+    let conn = pin!(conn);
+    match guard::run(conn, &watch, |c| c.graceful_shutdown()).await {
+        guard::Ended::Done(Ok(())) => {}
+        guard::Ended::Done(Err(e)) => log::debug!("http: {peer}: {e}"),
+        guard::Ended::Stopped => {
+            log::debug!("http: {peer}: header overdue, or shutdown's grace over")
         }
     }
 }

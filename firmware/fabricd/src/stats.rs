@@ -10,10 +10,12 @@
 //! holding (or about to hold) its model is counted apart as `overlapped`,
 //! and left out of the clean percentiles, never dropped.
 //!
-//! # Off the hot path
-//! Handlers hand events to a bounded channel with `try_send`; one task owns
-//! the windows. A full channel drops the event and counts it
-//! (`dropped_events`, in `/stats`), so recording never blocks a request.
+//! # On the hot path, briefly
+//! A request's end is counted in place, under a lock held for a few
+//! hundred instructions (a hash, a map entry, two histogram slots): a
+//! channel to a task of its own cost more than the counting, and woke that
+//! task once a request. Nothing is dropped. A task owns the rest: closing
+//! windows, checkpoints, reports.
 //!
 //! # On disk
 //! An append-only log, `stats.log` in the data directory. Each record is a
@@ -84,14 +86,17 @@ pub struct WindowRecord {
     pub latency_all: Vec<(u64, u64)>,
     /// Latency of requests that did not overlap a reconfiguration.
     pub latency_clean: Vec<(u64, u64)>,
+    /// Events lost to a full channel when requests were counted through
+    /// one; always 0 since they are counted in place. Kept so records of
+    /// this version read as they did.
     pub dropped_events: u64,
 }
 
 /// What one request contributes.
 #[derive(Debug, Clone)]
-pub struct RequestEvent {
+pub struct RequestEvent<'a> {
     pub outcome: &'static str,
-    pub model: Option<Arc<str>>,
+    pub model: Option<&'a str>,
     pub client: Option<IpAddr>,
     pub received: Instant,
     pub ended: Instant,
@@ -101,18 +106,6 @@ pub struct RequestEvent {
 
 #[derive(Debug)]
 enum Msg {
-    Request(RequestEvent),
-    /// A slot starts reconfiguring; the models it held and will hold (none
-    /// for every model: a full reconfiguration).
-    ReconfigStart {
-        id: u64,
-        models: Option<Vec<Arc<str>>>,
-        at: Instant,
-    },
-    ReconfigEnd {
-        id: u64,
-        at: Instant,
-    },
     Report {
         since_ms: Option<u64>,
         reply: oneshot::Sender<serde_json::Value>,
@@ -212,56 +205,46 @@ pub struct StatsConfig {
     pub window: Duration,
     pub checkpoint: Duration,
     pub max_bytes: u64,
-    pub channel: usize,
 }
 
 /// The handle handlers record through.
 #[derive(Debug)]
 pub struct StatsHandle {
+    /// Reports and checkpoints, to the task.
     tx: mpsc::Sender<Msg>,
-    dropped: Arc<AtomicU64>,
+    live: Arc<Mutex<Live>>,
     pub connections: Arc<Connections>,
     pub in_flight: Arc<InFlight>,
     next_reconfig: AtomicU64,
 }
 
 impl StatsHandle {
-    /// Records a finished request; never waits.
-    pub fn record(&self, ev: RequestEvent) {
-        if self.tx.try_send(Msg::Request(ev)).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Events dropped because the channel was full.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+    /// Records a finished request; never waits on anything but the brief
+    /// lock of the open window.
+    pub fn record(&self, ev: RequestEvent<'_>) {
+        lock(&self.live).request(&ev);
     }
 
     /// A reconfiguration starts; `models` are those it disturbs (`None`:
     /// all). Returns an id for [`StatsHandle::reconfig_end`].
-    pub async fn reconfig_start(&self, models: Option<Vec<Arc<str>>>) -> u64 {
+    pub fn reconfig_start(&self, models: Option<Vec<Arc<str>>>) -> u64 {
         let id = self.next_reconfig.fetch_add(1, Ordering::Relaxed);
-        let _ = self
-            .tx
-            .send(Msg::ReconfigStart {
-                id,
+        lock(&self.live).reconfigs.insert(
+            id,
+            Reconfig {
                 models,
-                at: Instant::now(),
-            })
-            .await;
+                start: Instant::now(),
+                end: None,
+            },
+        );
         id
     }
 
     /// The reconfiguration `id` is over.
-    pub async fn reconfig_end(&self, id: u64) {
-        let _ = self
-            .tx
-            .send(Msg::ReconfigEnd {
-                id,
-                at: Instant::now(),
-            })
-            .await;
+    pub fn reconfig_end(&self, id: u64) {
+        if let Some(r) = lock(&self.live).reconfigs.get_mut(&id) {
+            r.end = Some(Instant::now());
+        }
     }
 
     /// The report `/stats` and `fabricctl stats` show.
@@ -492,33 +475,34 @@ pub fn window_json(r: &WindowRecord) -> serde_json::Value {
 struct Open {
     index: u64,
     start: SystemTime,
-    clients: HashSet<u64>,
+    /// Keyed hashes already (see [`Live::client_hash`]): hashed again
+    /// with foldhash, not a second SipHash.
+    clients: HashSet<u64, foldhash::fast::FixedState>,
     requests: BTreeMap<String, u64>,
     overlapped: u64,
     tokens_in: u64,
     tokens_out: u64,
     all: Histogram<u64>,
     clean: Histogram<u64>,
-    dropped_at_start: u64,
 }
 
 impl Open {
-    fn new(index: u64, start: SystemTime, dropped: u64) -> Open {
+    fn new(index: u64, start: SystemTime) -> Open {
         Open {
             index,
             start,
-            clients: HashSet::new(),
+            clients: HashSet::default(),
             requests: BTreeMap::new(),
             overlapped: 0,
             tokens_in: 0,
             tokens_out: 0,
             all: histogram(),
             clean: histogram(),
-            dropped_at_start: dropped,
         }
     }
 }
 
+#[derive(Debug)]
 struct Reconfig {
     models: Option<Vec<Arc<str>>>,
     start: Instant,
@@ -713,22 +697,31 @@ fn writer(mut store: Store, status: SharedStatus, mut rx: mpsc::UnboundedReceive
     }
 }
 
-struct Task {
-    config: StatsConfig,
-    boot_id: u64,
+/// What requests change: the open window's counts, and the
+/// reconfigurations they may have overlapped.
+struct Live {
     secret: std::collections::hash_map::RandomState,
     open: Open,
-    closed: Vec<WindowRecord>,
     reconfigs: HashMap<u64, Reconfig>,
-    writes: mpsc::UnboundedSender<Pending>,
-    status: SharedStatus,
-    dropped: Arc<AtomicU64>,
-    connections: Arc<Connections>,
-    in_flight: Arc<InFlight>,
-    window_started: Instant,
 }
 
-impl Task {
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live")
+            .field("window", &self.open.index)
+            .field("reconfigs", &self.reconfigs)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock(live: &Mutex<Live>) -> std::sync::MutexGuard<'_, Live> {
+    // Counting cannot leave the window half-changed in a way that matters
+    // (each field is a counter on its own), so a panic elsewhere while it
+    // was held does not stop the counting.
+    live.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Live {
     fn client_hash(&self, ip: IpAddr) -> u64 {
         // The keyed hasher of std (SipHash with random keys, drawn per
         // process): the same address gives the same hash within a boot and
@@ -741,11 +734,11 @@ impl Task {
         h.finish()
     }
 
-    fn overlapped(&mut self, ev: &RequestEvent) -> bool {
+    fn overlapped(&self, ev: &RequestEvent<'_>) -> bool {
         self.reconfigs.values().any(|r| {
-            let affects = match (&r.models, &ev.model) {
+            let affects = match (&r.models, ev.model) {
                 (None, _) => true,
-                (Some(models), Some(m)) => models.iter().any(|x| x == m),
+                (Some(models), Some(m)) => models.iter().any(|x| &**x == m),
                 (Some(_), None) => false,
             };
             let ends = r.end.unwrap_or(ev.ended);
@@ -753,8 +746,8 @@ impl Task {
         })
     }
 
-    fn request(&mut self, ev: RequestEvent) {
-        let overlapped = self.overlapped(&ev);
+    fn request(&mut self, ev: &RequestEvent<'_>) {
+        let overlapped = self.overlapped(ev);
         if let Some(ip) = ev.client {
             let h = self.client_hash(ip);
             self.open.clients.insert(h);
@@ -779,8 +772,24 @@ impl Task {
             let _ = self.open.clean.record(ms);
         }
     }
+}
 
-    fn record_of(&self, closed: bool, now: SystemTime, take: bool) -> WindowRecord {
+struct Task {
+    config: StatsConfig,
+    boot_id: u64,
+    live: Arc<Mutex<Live>>,
+    closed: Vec<WindowRecord>,
+    writes: mpsc::UnboundedSender<Pending>,
+    status: SharedStatus,
+    connections: Arc<Connections>,
+    in_flight: Arc<InFlight>,
+    window_started: Instant,
+}
+
+impl Task {
+    /// The open window as a record; `take` restarts the peaks kept outside
+    /// it (in flight, connections), as closing it does.
+    fn record_of(&self, live: &Live, closed: bool, now: SystemTime, take: bool) -> WindowRecord {
         let t = Instant::now();
         let (peak_in_flight, two_plus) = if take {
             self.in_flight.take(t)
@@ -792,24 +801,25 @@ impl Task {
         } else {
             self.connections.peek_peak()
         };
+        let open = &live.open;
         WindowRecord {
             version: VERSION,
             boot_id: self.boot_id,
-            index: self.open.index,
-            start_ms: unix_ms(self.open.start),
+            index: open.index,
+            start_ms: unix_ms(open.start),
             end_ms: unix_ms(now),
             closed,
             peak_connections,
-            unique_clients: self.open.clients.len() as u64,
-            requests: self.open.requests.clone(),
-            overlapped: self.open.overlapped,
-            tokens_in: self.open.tokens_in,
-            tokens_out: self.open.tokens_out,
+            unique_clients: open.clients.len() as u64,
+            requests: open.requests.clone(),
+            overlapped: open.overlapped,
+            tokens_in: open.tokens_in,
+            tokens_out: open.tokens_out,
             peak_in_flight,
             two_plus_ms: two_plus.as_millis() as u64,
-            latency_all: pairs(&self.open.all),
-            latency_clean: pairs(&self.open.clean),
-            dropped_events: self.dropped.load(Ordering::Relaxed) - self.open.dropped_at_start,
+            latency_all: pairs(&open.all),
+            latency_clean: pairs(&open.clean),
+            dropped_events: 0,
         }
     }
 
@@ -825,7 +835,17 @@ impl Task {
 
     fn close_window(&mut self) {
         let now = SystemTime::now();
-        let record = self.record_of(true, now, true);
+        let record = {
+            let mut live = lock(&self.live);
+            let record = self.record_of(&live, true, now, true);
+            live.open = Open::new(live.open.index + 1, now);
+            // Reconfigurations that ended an hour ago are history.
+            live.reconfigs.retain(|_, r| {
+                r.end
+                    .is_none_or(|e| e + Duration::from_secs(3600) > Instant::now())
+            });
+            record
+        };
         self.write(record.clone(), None);
         self.closed.push(record);
         // Keep a day of windows in memory for /stats; the log has the rest.
@@ -833,41 +853,18 @@ impl Task {
         if self.closed.len() > keep {
             self.closed.drain(..self.closed.len() - keep);
         }
-        let dropped = self.dropped.load(Ordering::Relaxed);
-        self.open = Open::new(self.open.index + 1, now, dropped);
         self.window_started = Instant::now();
-        // Reconfigurations that ended before this window are history.
-        self.reconfigs.retain(|_, r| {
-            r.end
-                .is_none_or(|e| e + Duration::from_secs(3600) > Instant::now())
-        });
     }
 
     fn take(&mut self, msg: Msg) {
         match msg {
-            Msg::Request(ev) => self.request(ev),
-            Msg::ReconfigStart { id, models, at } => {
-                self.reconfigs.insert(
-                    id,
-                    Reconfig {
-                        models,
-                        start: at,
-                        end: None,
-                    },
-                );
-            }
-            Msg::ReconfigEnd { id, at } => {
-                if let Some(r) = self.reconfigs.get_mut(&id) {
-                    r.end = Some(at);
-                }
-            }
             Msg::Report { since_ms, reply } => self.report(since_ms, reply),
             Msg::Checkpoint { reply } => self.checkpoint(Some(reply)),
         }
     }
 
     fn checkpoint(&mut self, done: Option<oneshot::Sender<()>>) {
-        let record = self.record_of(false, SystemTime::now(), false);
+        let record = self.record_of(&lock(&self.live), false, SystemTime::now(), false);
         self.write(record, done);
     }
 
@@ -876,12 +873,11 @@ impl Task {
     /// stalls neither this task nor the runtime.
     fn report(&self, since_ms: Option<u64>, reply: oneshot::Sender<serde_json::Value>) {
         let mut windows = self.closed.clone();
-        windows.push(self.record_of(false, SystemTime::now(), false));
+        windows.push(self.record_of(&lock(&self.live), false, SystemTime::now(), false));
         let dir = self.config.dir.clone();
         let boot_id = self.boot_id;
         let window_seconds = self.config.window.as_secs_f64();
         let max_bytes = self.config.max_bytes;
-        let dropped = self.dropped.load(Ordering::Relaxed);
         let status = self.status.clone();
         tokio::spawn(async move {
             let read = tokio::task::spawn_blocking(move || read_dir(&dir)).await;
@@ -900,7 +896,6 @@ impl Task {
             let _ = reply.send(serde_json::json!({
                 "window_seconds": window_seconds,
                 "boot_id": format!("{boot_id:016x}"),
-                "dropped_events": dropped,
                 "storage": {
                     "path": store.path,
                     "ok": store.error.is_none(),
@@ -917,13 +912,10 @@ impl Task {
     }
 }
 
-/// Messages the stats task takes in one go after the one that woke it.
-const BATCH: usize = 64;
-
 /// Starts the stats task and its writer thread.
 pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<()>) {
-    let (tx, mut rx) = mpsc::channel(config.channel);
-    let dropped = Arc::new(AtomicU64::new(0));
+    // Reports and checkpoints only: a few at a time.
+    let (tx, mut rx) = mpsc::channel(64);
     let connections = Arc::new(Connections::default());
     let in_flight = Arc::new(InFlight::default());
     let secret = std::collections::hash_map::RandomState::new();
@@ -958,15 +950,17 @@ pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<
         log::error!("stats: {msg}; stats stay in memory");
         status.lock().unwrap_or_else(PoisonError::into_inner).error = Some(msg);
     }
+    let live = Arc::new(Mutex::new(Live {
+        secret,
+        open: Open::new(0, SystemTime::now()),
+        reconfigs: HashMap::new(),
+    }));
     let mut task = Task {
         boot_id,
-        secret,
-        open: Open::new(0, SystemTime::now(), 0),
+        live: live.clone(),
         closed: Vec::new(),
-        reconfigs: HashMap::new(),
         writes,
         status,
-        dropped: dropped.clone(),
         connections: connections.clone(),
         in_flight: in_flight.clone(),
         window_started: Instant::now(),
@@ -974,7 +968,7 @@ pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<
     };
     let handle = Arc::new(StatsHandle {
         tx,
-        dropped,
+        live,
         connections,
         in_flight,
         next_reconfig: AtomicU64::new(1),
@@ -994,15 +988,7 @@ pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<
             }
             tokio::select! {
                 msg = rx.recv() => match msg {
-                    Some(msg) => {
-                        task.take(msg);
-                        // And whatever else is queued: under load one
-                        // wake-up serves many requests.
-                        for _ in 0..BATCH {
-                            let Ok(msg) = rx.try_recv() else { break };
-                            task.take(msg);
-                        }
-                    }
+                    Some(msg) => task.take(msg),
                     None => {
                         // Shutting down: the open window is written whole,
                         // and this task ends once it is on the card.

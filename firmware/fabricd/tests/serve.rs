@@ -412,3 +412,56 @@ async fn slow_headers_are_cut_off() {
     assert_eq!(r.status, 200);
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_answer_is_not_cut_and_an_idle_keep_alive_is() {
+    // 80 tokens at 5 ms each: the answer takes over a second, far past the
+    // 300 ms allowed for a header, which must not count while it runs.
+    let d = Daemon::start(|s| s.decode_us = 5_000, |c| c.header_read_timeout_ms = 300).await;
+    let mut sock = tokio::net::TcpStream::connect(d.addr)
+        .await
+        .expect("connect");
+    let body = long("kjv", 80).to_string();
+    let req = format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let start = std::time::Instant::now();
+    sock.write_all(req.as_bytes()).await.expect("write");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    // The whole answer (its JSON ends in a newline), on a connection kept
+    // alive.
+    while !got.ends_with(b"}\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut buf))
+            .await
+            .expect("an answer")
+            .expect("read");
+        assert!(
+            n > 0,
+            "closed before the answer: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        start.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        start.elapsed()
+    );
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    // Then idle: closed once no header has come for the timeout.
+    let idle = std::time::Instant::now();
+    let n = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf))
+        .await
+        .expect("the server must close an idle keep-alive connection")
+        .expect("read");
+    assert_eq!(n, 0);
+    assert!(
+        idle.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        idle.elapsed()
+    );
+    d.stop().await;
+}

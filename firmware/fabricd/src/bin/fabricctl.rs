@@ -224,7 +224,6 @@ fn offline_stats(dir: &std::path::Path, since_ms: Option<u64>) -> Value {
         .map(fabricd::stats::window_json)
         .collect();
     json!({"ok": true, "data": {
-        "dropped_events": 0,
         "storage": {"path": dir.join(fabricd::stats::LOG), "ok": true, "error": null, "now": read},
         "windows": windows,
     }})
@@ -306,9 +305,6 @@ fn print_stats(d: &Value) {
             "storage: {}",
             storage["error"].as_str().unwrap_or("failing")
         );
-    }
-    if d["dropped_events"].as_u64().unwrap_or(0) > 0 {
-        println!("dropped events: {}", d["dropped_events"]);
     }
     println!(
         "{:<19} {:>6} {:>5} {:>6} {:>7} {:>8} {:>5} {:>9} {:>9} {:>6} {:>7}  {:>17}  {:>17}",
