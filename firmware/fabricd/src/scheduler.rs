@@ -52,49 +52,100 @@ pub struct ClientKey {
     pub user: Option<Arc<str>>,
 }
 
-/// The sending end of a request's events. The scheduler never waits on it:
-/// a request hears at most `max_tokens` + 3 events, so it is unbounded.
-#[derive(Debug, Clone)]
-pub struct EventSender(futures_channel::mpsc::UnboundedSender<ReqEvent>);
+/// The sending end of a request's events. The scheduler never waits on it.
+///
+/// A request that hears only its end (`Finished` or `Failed`: a whole
+/// response without stop sequences, most of them) has a oneshot: one
+/// allocation. One that hears more (see [`Admission::announce`] and
+/// [`Admission::progress`]) has an unbounded channel: at most `max_tokens`
+/// + 3 events. `futures-channel` there rather than tokio's mpsc: tokio's
+/// allocates a block of 32 slots (about 2 KiB here) for every channel up
+/// front, and thousands of requests wait at once; this one allocates per
+/// message.
+#[derive(Debug)]
+pub struct EventSender(Tx);
+
+#[derive(Debug)]
+enum Tx {
+    /// Taken by the one send.
+    One(Option<tokio::sync::oneshot::Sender<ReqEvent>>),
+    Many(futures_channel::mpsc::UnboundedSender<ReqEvent>),
+}
 
 impl EventSender {
-    /// Sends an event; fails only if the request's handler has gone.
-    pub fn try_send(&self, ev: ReqEvent) -> Result<(), ReqEvent> {
-        self.0.unbounded_send(ev).map_err(|e| e.into_inner())
+    /// Sends an event; fails if the request's handler has gone (or, for a
+    /// request that hears only its end, if that was sent already).
+    pub fn try_send(&mut self, ev: ReqEvent) -> Result<(), ReqEvent> {
+        match &mut self.0 {
+            Tx::One(tx) => match tx.take() {
+                Some(tx) => tx.send(ev),
+                None => Err(ev),
+            },
+            Tx::Many(tx) => tx.unbounded_send(ev).map_err(|e| e.into_inner()),
+        }
     }
 
     pub fn is_closed(&self) -> bool {
-        self.0.is_closed()
+        match &self.0 {
+            Tx::One(Some(tx)) => tx.is_closed(),
+            Tx::One(None) => true,
+            Tx::Many(tx) => tx.is_closed(),
+        }
     }
 }
 
 /// The receiving end of a request's events.
-///
-/// `futures-channel` rather than tokio's mpsc: tokio's allocates a block of
-/// 32 slots (about 2 KiB here) for every channel up front, and thousands of
-/// requests wait at once; this one allocates per message, and a request has
-/// a few.
 #[derive(Debug)]
-pub struct Events(futures_channel::mpsc::UnboundedReceiver<ReqEvent>);
+pub struct Events(Rx);
+
+#[derive(Debug)]
+enum Rx {
+    One(tokio::sync::oneshot::Receiver<ReqEvent>),
+    Many(futures_channel::mpsc::UnboundedReceiver<ReqEvent>),
+    /// The one event was taken (a oneshot must not be polled again).
+    Over,
+}
 
 impl Events {
     /// The next event; `None` once the scheduler dropped the request.
     /// Cancel-safe, so it can sit in a `select!`.
     pub async fn recv(&mut self) -> Option<ReqEvent> {
         use futures_core::Stream;
-        std::future::poll_fn(|cx| std::pin::Pin::new(&mut self.0).poll_next(cx)).await
+        std::future::poll_fn(|cx| match &mut self.0 {
+            Rx::One(rx) => std::future::Future::poll(std::pin::Pin::new(rx), cx).map(|r| {
+                self.0 = Rx::Over;
+                r.ok()
+            }),
+            Rx::Many(rx) => std::pin::Pin::new(rx).poll_next(cx),
+            Rx::Over => std::task::Poll::Ready(None),
+        })
+        .await
     }
 
     /// The next event if one is waiting.
     pub fn try_recv(&mut self) -> Option<ReqEvent> {
-        self.0.try_recv().ok()
+        match &mut self.0 {
+            Rx::One(rx) => {
+                let ev = rx.try_recv().ok()?;
+                self.0 = Rx::Over;
+                Some(ev)
+            }
+            Rx::Many(rx) => rx.try_recv().ok(),
+            Rx::Over => None,
+        }
     }
 }
 
-/// A request's event channel.
-pub fn events() -> (EventSender, Events) {
-    let (tx, rx) = futures_channel::mpsc::unbounded();
-    (EventSender(tx), Events(rx))
+/// A request's event channel: for its end only, or (`more`) for every
+/// event it asked to hear.
+pub fn events(more: bool) -> (EventSender, Events) {
+    if more {
+        let (tx, rx) = futures_channel::mpsc::unbounded();
+        (EventSender(Tx::Many(tx)), Events(Rx::Many(rx)))
+    } else {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (EventSender(Tx::One(Some(tx))), Events(Rx::One(rx)))
+    }
 }
 
 /// A validated request the HTTP layer hands over.
@@ -260,7 +311,7 @@ impl State {
     }
 
     /// Queues a request, or says why not.
-    pub fn admit(&mut self, adm: Admission, now: Instant) -> Result<(), Box<Refusal>> {
+    pub fn admit(&mut self, mut adm: Admission, now: Instant) -> Result<(), Box<Refusal>> {
         if adm.events.is_closed() {
             // The client went away before its admission got here (its
             // cancel may even have overtaken it): nothing to queue.
@@ -392,7 +443,9 @@ impl State {
                 let Some(model) = slot.view.model.clone() else {
                     break;
                 };
-                let Some(adm) = self.pop(&model) else { break };
+                let Some(mut adm) = self.pop(&model) else {
+                    break;
+                };
                 let slot = &mut self.slots[i];
                 let Some(ctx) = slot.free.pop() else { break };
                 let index = slot.view.index;
@@ -452,7 +505,7 @@ impl State {
                 break;
             }
             self.deadlines.remove(&(when, id));
-            if let Some(adm) = self.waiting.remove(&id) {
+            if let Some(mut adm) = self.waiting.remove(&id) {
                 let _ = adm
                     .events
                     .try_send(ReqEvent::Failed(Outcome::DeadlineExceeded {
@@ -494,8 +547,10 @@ impl State {
     pub fn on_driver(&mut self, ev: DriverEvent) -> Option<Finished> {
         match ev {
             DriverEvent::Tokens { tag, tokens } => {
-                if let Some(r) = self.running.get(&tag) {
-                    if !r.answered {
+                if let Some(r) = self.running.get_mut(&tag) {
+                    // Only a request that asked for progress hears it (one
+                    // that did not has a channel for its end alone).
+                    if !r.answered && r.adm.progress {
                         let _ = r.adm.events.try_send(ReqEvent::Tokens(tokens));
                     }
                 }
@@ -503,7 +558,7 @@ impl State {
             }
             DriverEvent::Done(done) => self.done(done),
             DriverEvent::Refused { tag, reason, .. } => {
-                let r = self.release(tag)?;
+                let mut r = self.release(tag)?;
                 let outcome = Outcome::FabricError { message: reason };
                 if !r.answered {
                     let _ = r.adm.events.try_send(ReqEvent::Failed(outcome.clone()));
@@ -515,7 +570,7 @@ impl State {
     }
 
     fn done(&mut self, d: Done) -> Option<Finished> {
-        let r = self.release(d.tag)?;
+        let mut r = self.release(d.tag)?;
         if r.answered {
             return Some(Finished::of(&r, None));
         }
@@ -586,7 +641,7 @@ impl State {
             .map(|(id, _)| *id)
             .collect();
         for id in stranded {
-            if let Some(adm) = self.waiting.remove(&id) {
+            if let Some(mut adm) = self.waiting.remove(&id) {
                 self.deadlines.remove(&(adm.deadline, id));
                 let _ = adm
                     .events
@@ -616,10 +671,10 @@ impl State {
 
     /// Answers everything (the fabric is gone, or we are shutting down).
     pub fn fail_all(&mut self, outcome: &Outcome) {
-        for (_, adm) in self.waiting.drain() {
+        for (_, mut adm) in self.waiting.drain() {
             let _ = adm.events.try_send(ReqEvent::Failed(outcome.clone()));
         }
-        for (_, r) in self.running.drain() {
+        for (_, mut r) in self.running.drain() {
             if !r.answered {
                 let _ = r.adm.events.try_send(ReqEvent::Failed(outcome.clone()));
             }
@@ -849,7 +904,7 @@ pub async fn run(
 const BATCH: usize = 64;
 
 fn take_admission(state: &mut State, adm: Admission) {
-    if let Err(refusal) = state.admit(adm, Instant::now()) {
+    if let Err(mut refusal) = state.admit(adm, Instant::now()) {
         let _ = refusal
             .admission
             .events
@@ -904,7 +959,7 @@ mod tests {
     }
 
     fn adm(id: ReqId, client: &str, model: &str, now: Instant) -> (Admission, Events) {
-        let (tx, rx) = events();
+        let (tx, rx) = events(true);
         (
             Admission {
                 id,

@@ -643,7 +643,7 @@ async fn start_completion(
         });
     };
     let id = app.next_id.fetch_add(1, Ordering::Relaxed);
-    let (tx, mut events) = crate::scheduler::events();
+    let (tx, mut events) = crate::scheduler::events(request.stream || !request.stop.is_empty());
     let adm = Admission {
         id,
         model: model_name.clone(),
