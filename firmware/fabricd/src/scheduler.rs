@@ -57,11 +57,11 @@ pub struct ClientKey {
 /// A request that hears only its end (`Finished` or `Failed`: a whole
 /// response without stop sequences, most of them) has a oneshot: one
 /// allocation. One that hears more (see [`Admission::announce`] and
-/// [`Admission::progress`]) has an unbounded channel: at most `max_tokens`
-/// + 3 events. `futures-channel` there rather than tokio's mpsc: tokio's
-/// allocates a block of 32 slots (about 2 KiB here) for every channel up
-/// front, and thousands of requests wait at once; this one allocates per
-/// message.
+/// [`Admission::progress`]) has an unbounded channel, for at most
+/// `max_tokens` and 3 more events. `futures-channel` there rather than
+/// tokio's mpsc: tokio's allocates a block of 32 slots (about 2 KiB here)
+/// for every channel up front, and thousands of requests wait at once;
+/// this one allocates per message.
 #[derive(Debug)]
 pub struct EventSender(Tx);
 
