@@ -26,9 +26,13 @@ const BUCKETS: [f64; 14] = [
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
-/// A latency histogram.
+/// A latency histogram. Each observation counts in its own bucket only
+/// (one atomic add, not one per bucket above it); the cumulative counts
+/// Prometheus wants are summed when rendered.
 #[derive(Debug, Default)]
 pub struct Histogram {
+    /// Observations in (previous bound, this bound]; past the last bound
+    /// they are only in `count`.
     buckets: [AtomicU64; BUCKETS.len()],
     count: AtomicU64,
     sum_us: AtomicU64,
@@ -37,10 +41,8 @@ pub struct Histogram {
 impl Histogram {
     pub fn observe(&self, d: Duration) {
         let secs = d.as_secs_f64();
-        for (b, le) in self.buckets.iter().zip(BUCKETS) {
-            if secs <= le {
-                b.fetch_add(1, Ordering::Relaxed);
-            }
+        if let Some(i) = BUCKETS.iter().position(|&le| secs <= le) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
         }
         self.count.fetch_add(1, Ordering::Relaxed);
         self.sum_us
@@ -49,14 +51,14 @@ impl Histogram {
 
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        for (b, le) in self.buckets.iter().zip(BUCKETS) {
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{le=\"{le}\"}} {}",
-                b.load(Ordering::Relaxed)
-            );
-        }
+        // The count first: read after the buckets, it could fall below
+        // their sum while requests are observed.
         let count = self.count.load(Ordering::Relaxed);
+        let mut below = 0;
+        for (b, le) in self.buckets.iter().zip(BUCKETS) {
+            below += b.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {}", below.min(count));
+        }
         let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
         let _ = writeln!(
             out,
@@ -251,5 +253,27 @@ mod tests {
         assert!(text.contains("fabricd_request_duration_seconds_bucket{le=\"0.025\"} 1"));
         assert!(text.contains("fabricd_request_duration_seconds_bucket{le=\"0.01\"} 0"));
         assert_eq!(m.count("overloaded"), 1);
+    }
+
+    #[test]
+    fn histogram_buckets_render_cumulative() {
+        let h = Histogram::default();
+        for ms in [2, 20, 20, 70_000] {
+            h.observe(Duration::from_millis(ms));
+        }
+        let mut text = String::new();
+        h.render(&mut text, "t", "test");
+        for (le, n) in [
+            ("0.001", 0),
+            ("0.005", 1),
+            ("0.01", 1),
+            ("0.025", 3),
+            ("60", 3),
+            ("+Inf", 4),
+        ] {
+            let line = format!("t_bucket{{le=\"{le}\"}} {n}\n");
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
+        assert!(text.contains("t_count 4\n"), "{text}");
     }
 }
