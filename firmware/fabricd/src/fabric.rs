@@ -243,6 +243,8 @@ pub struct Driver {
     irq: UioIrq,
     in_flight: usize,
     watchdog: tokio::time::Interval,
+    /// What a drain found, kept between drains (no allocation a wake-up).
+    done: Vec<Completion>,
 }
 
 impl Driver {
@@ -259,6 +261,7 @@ impl Driver {
                 irq: attached.irq,
                 in_flight: 0,
                 watchdog,
+                done: Vec::new(),
             },
             shell,
             attached.topology,
@@ -371,9 +374,10 @@ impl Driver {
     }
 
     fn drain(&mut self, out: &mut Vec<DriverEvent>) -> Result<(), ShellError> {
-        let mut done = Vec::new();
-        let report = self.rings.drain(&self.shell, &mut done)?;
-        for c in done {
+        let mut done = std::mem::take(&mut self.done);
+        // What was drained before a failure is still handed on.
+        let report = self.rings.drain(&self.shell, &mut done);
+        for c in done.drain(..) {
             out.push(match c {
                 Completion::Tokens { tag, tokens, .. } => DriverEvent::Tokens { tag, tokens },
                 Completion::Done {
@@ -400,6 +404,8 @@ impl Driver {
                 }
             });
         }
+        self.done = done;
+        let report = report?;
         if report.event {
             out.push(DriverEvent::ShellEvent {
                 fault: report.fault,
