@@ -118,6 +118,41 @@ pub struct IrqLine {
     pub conns: Vec<File>,
 }
 
+impl IrqLine {
+    /// Takes the unmask writes that came since the last look, without
+    /// waiting. Nothing sleeps on the socket: a thread blocked in `read`
+    /// would be woken by every unmask, and that wake-up (an interprocessor
+    /// interrupt, on the shared machines this runs on) is charged to the
+    /// daemon's `write`, which on silicon is a register write in the
+    /// kernel's UIO handler. The sequencer looks at every tick, so an unmask
+    /// takes effect within a poll interval, as a doorbell does.
+    pub fn take_unmasks(&mut self) {
+        use nix::sys::socket::{recv, MsgFlags};
+        use std::os::fd::AsRawFd;
+        let mut buf = [0u8; 4];
+        self.conns.retain(|conn| loop {
+            match recv(conn.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
+                Ok(4) => {
+                    if i32::from_ne_bytes(buf) == 1 {
+                        self.masked = false;
+                    }
+                }
+                Ok(0) => {
+                    log::info!("fabric-sim: daemon detached from the interrupt");
+                    return false;
+                }
+                Ok(n) => log::warn!("irq socket: {n}-byte write ignored (UIO takes exactly 4)"),
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(nix::errno::Errno::EAGAIN) => return true,
+                Err(e) => {
+                    log::warn!("irq socket: {e}; dropping the connection");
+                    return false;
+                }
+            }
+        });
+    }
+}
+
 /// The whole fabric.
 #[derive(Debug)]
 pub struct Fabric {

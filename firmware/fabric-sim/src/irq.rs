@@ -2,10 +2,11 @@
 //!
 //! Each message is what a UIO `read()` returns (the s32 event count) or what
 //! a UIO `write()` takes (the s32 value 1, unmask). The daemon's
-//! `UioIrq` speaks to it with the same code it uses on `/dev/uioN`.
+//! `UioIrq` speaks to it with the same code it uses on `/dev/uioN`. This
+//! thread only accepts connections; the sequencer writes the counts and
+//! takes the unmasks ([`crate::device::IrqLine::take_unmasks`]).
 
 use std::fs::File;
-use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
@@ -49,51 +50,13 @@ pub(crate) fn serve(shared: &Arc<Shared>, listener: OwnedFd) {
                 continue;
             }
         };
-        let writer = match file.try_clone() {
-            Ok(w) => w,
-            Err(e) => {
-                log::warn!("irq socket: dup: {e}");
-                continue;
-            }
-        };
         {
             let mut f = shared.lock();
-            f.irq.conns.push(writer);
+            f.irq.conns.push(file);
             // A new reader may be waiting for a level that is already high.
             f.deliver_irq();
         }
         log::info!("fabric-sim: daemon attached to the interrupt");
-        let s = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name("irq-conn".into())
-            .spawn(move || read_unmasks(&s, file));
-        if let Err(e) = spawned {
-            log::warn!("irq socket: thread: {e}");
-        }
-    }
-}
-
-fn read_unmasks(shared: &Shared, mut conn: File) {
-    let mut buf = [0u8; 4];
-    loop {
-        match conn.read(&mut buf) {
-            Ok(4) => {
-                if i32::from_ne_bytes(buf) == 1 {
-                    let mut f = shared.lock();
-                    f.irq.masked = false;
-                    f.deliver_irq();
-                    drop(f);
-                    shared.wake();
-                }
-            }
-            Ok(0) => {
-                log::info!("fabric-sim: daemon detached from the interrupt");
-                return;
-            }
-            Ok(n) => log::warn!("irq socket: {n}-byte write ignored (UIO takes exactly 4)"),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
     }
 }
 

@@ -17,8 +17,8 @@
 //!
 //! # Threads
 //! The sequencer thread runs [`device::Fabric::tick`] at least every poll
-//! interval. The interrupt thread accepts the daemon's connections and takes
-//! its unmask writes; the watcher thread serves syncs and starts
+//! interval, and takes the daemon's unmask writes then. The interrupt thread
+//! accepts the daemon's connections; the watcher thread serves syncs and starts
 //! reconfigurations, each on a thread of its own so the sequencer and the
 //! other slots keep running. All of them share one mutex around the fabric;
 //! nothing blocks while holding it.
@@ -270,6 +270,7 @@ fn sequencer(shared: &Shared) {
         let now = Instant::now();
         let (next, busy) = {
             let mut f = shared.lock();
+            f.irq.take_unmasks();
             let next = f.tick(now);
             f.deliver_irq();
             (next, next.is_some() || f.counters().active > 0)
