@@ -98,6 +98,12 @@ fn boolean(obj: &Map<String, Value>, key: &'static str) -> Result<Option<bool>, 
 
 /// Parses and checks a `POST /v1/completions` body.
 pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest, Outcome> {
+    // The common body first, straight from the bytes: serde_json checks the
+    // UTF-8 of the strings it borrows, and JSON outside them is ASCII. Any
+    // other body (invalid UTF-8 included) is checked whole below.
+    if let Some(checked) = parse_plain(body) {
+        return checked;
+    }
     let text = std::str::from_utf8(body).map_err(|e| Outcome::Invalid {
         param: None,
         code: "invalid_utf8",
@@ -106,10 +112,7 @@ pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest, Outcome> {
             e.valid_up_to()
         ),
     })?;
-    match parse_plain(text) {
-        Some(checked) => checked,
-        None => parse_general(text),
-    }
+    parse_general(text)
 }
 
 /// The common body, typed: only these fields, each of its usual type.
@@ -135,8 +138,8 @@ struct Plain<'a> {
 }
 
 /// `None` when the body is not a [`Plain`] one.
-fn parse_plain(text: &str) -> Option<Result<CompletionRequest, Outcome>> {
-    let p: Plain = serde_json::from_str(text).ok()?;
+fn parse_plain(body: &[u8]) -> Option<Result<CompletionRequest, Outcome>> {
+    let p: Plain = serde_json::from_slice(body).ok()?;
     Some(check_plain(p))
 }
 
@@ -685,7 +688,8 @@ mod tests {
             r#"{"model":"kjv","prompt":"x","deadline_ms":0}"#,
         ];
         for body in bodies {
-            let typed = parse_plain(body).unwrap_or_else(|| panic!("typed path: {body}"));
+            let typed =
+                parse_plain(body.as_bytes()).unwrap_or_else(|| panic!("typed path: {body}"));
             assert_eq!(typed, parse_general(body), "{body}");
         }
         // Everything else is the general path's to answer.
@@ -699,8 +703,21 @@ mod tests {
             r#"{"model":7,"prompt":"x"}"#,
             r#"{"prompt":"x"}"#,
         ] {
-            assert!(parse_plain(body).is_none(), "{body}");
+            assert!(parse_plain(body.as_bytes()).is_none(), "{body}");
         }
+        // Invalid UTF-8 in a string the typed path would borrow: the general
+        // path names it.
+        let bad = parse_completion(b"{\"model\":\"kjv\",\"prompt\":\"a\xff\"}");
+        assert!(
+            matches!(
+                bad,
+                Err(Outcome::Invalid {
+                    code: "invalid_utf8",
+                    ..
+                })
+            ),
+            "{bad:?}"
+        );
         let twice = parse_completion(br#"{"model":"kjv","prompt":"x","prompt":"y"}"#);
         assert_eq!(twice.map(|r| r.prompt).as_deref(), Ok("y"));
     }

@@ -833,9 +833,10 @@ pub async fn run(
         }
         let mut completions = 0;
         let mut slots_changed = false;
+        let mut admitted = None;
         tokio::select! {
             adm = ch.admit.recv(), if admitting => match adm {
-                Some(adm) => take_admission(&mut state, adm),
+                Some(adm) => admitted = Some(adm),
                 None => admitting = false,
             },
             Some(id) = ch.cancel.recv() => cmds.extend(state.cancel(id)),
@@ -862,16 +863,19 @@ pub async fn run(
             },
             _ = &mut timer, if deadline.is_some() => cmds.extend(state.expire(Instant::now())),
         }
+        let now = Instant::now();
+        if let Some(adm) = admitted {
+            take_admission(&mut state, adm, now);
+        }
         // Take what else has arrived before dispatching: under load, one
         // dispatch, one doorbell and one publish serve a burst of
         // admissions, not each of them.
         if admitting {
             for _ in 0..BATCH {
                 let Ok(adm) = ch.admit.try_recv() else { break };
-                take_admission(&mut state, adm);
+                take_admission(&mut state, adm, now);
             }
         }
-        let now = Instant::now();
         // What the fabric reported frees contexts for what waits; what the
         // driver answers at once (a refusal, a reset) may free more.
         loop {
@@ -903,8 +907,8 @@ pub async fn run(
 /// Messages taken in one go after the one that woke the scheduler.
 const BATCH: usize = 64;
 
-fn take_admission(state: &mut State, adm: Admission) {
-    if let Err(mut refusal) = state.admit(adm, Instant::now()) {
+fn take_admission(state: &mut State, adm: Admission, now: Instant) {
+    if let Err(mut refusal) = state.admit(adm, now) {
         let _ = refusal
             .admission
             .events

@@ -430,11 +430,12 @@ fn metrics(app: &App) -> Response<Body> {
 async fn read_body(
     app: &App,
     req: Request<Incoming>,
+    received: Instant,
 ) -> Result<(hyper::http::request::Parts, Bytes), Outcome> {
     let (parts, body) = req.into_parts();
     let limit = app.config.body_limit;
-    let collected = tokio::time::timeout(
-        app.config.body_read_timeout(),
+    let collected = tokio::time::timeout_at(
+        (received + app.config.body_read_timeout()).into(),
         whole(Limited::new(body, limit)),
     )
     .await;
@@ -564,7 +565,7 @@ async fn start_completion(
                 })
         })
         .transpose()?;
-    let (parts, bytes) = read_body(app, req).await?;
+    let (parts, bytes) = read_body(app, req, received).await?;
     drop(parts);
     let mut request = api::parse_completion(&bytes)?;
     drop(bytes);
