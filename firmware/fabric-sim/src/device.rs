@@ -125,8 +125,25 @@ impl IrqLine {
     /// charged to, the daemon's `write` (2.5% of the daemon's CPU at zero
     /// service time, by `perf`), which on silicon is a register write in the
     /// kernel's UIO handler. The sequencer looks at every tick, so an unmask
-    /// takes effect within a poll interval, as a doorbell does.
+    /// takes effect within a poll interval, as a doorbell does; it looks only
+    /// while the line is masked, so an idle fabric makes no system calls.
     pub fn take_unmasks(&mut self) {
+        if self.masked {
+            self.read();
+        }
+    }
+
+    /// Masks the line, as the kernel's handler does when it fires. Unmasks
+    /// written while the line was unmasked are discarded first: to UIO they
+    /// were no-ops.
+    pub fn mask(&mut self) {
+        self.read();
+        self.masked = true;
+    }
+
+    /// Reads what the daemon wrote: an unmask unmasks; a closed connection
+    /// is dropped.
+    fn read(&mut self) {
         use nix::sys::socket::{recv, MsgFlags};
         use std::os::fd::AsRawFd;
         let mut buf = [0u8; 4];
@@ -836,7 +853,7 @@ impl Fabric {
             return;
         }
         self.irq.count = self.irq.count.wrapping_add(1);
-        self.irq.masked = true;
+        self.irq.mask();
         if take(&mut self.faults.lose_irq) {
             self.stats.irqs_lost += 1;
             return;
