@@ -273,6 +273,10 @@ pub struct Rotator {
     overlays: Option<Overlays>,
     manager: Option<FpgaManager>,
     busy: tokio::sync::Mutex<()>,
+    /// Held from reading the slots to sending them, so that the scheduler
+    /// takes views in the order they were read: a periodic refresh read
+    /// before a load ended cannot land after the load's own.
+    publishing: tokio::sync::Mutex<()>,
     /// Slot → the model being loaded into it.
     loading: Mutex<HashMap<u8, Arc<str>>>,
     /// Slot → when it was last loaded (for least-recently-loaded choice).
@@ -342,6 +346,7 @@ impl Rotator {
             overlays,
             manager,
             busy: tokio::sync::Mutex::new(()),
+            publishing: tokio::sync::Mutex::new(()),
             loading: Mutex::new(HashMap::new()),
             loaded_at: Mutex::new(HashMap::new()),
             rate: Mutex::new(400_000.0),
@@ -630,11 +635,39 @@ impl Rotator {
             .control
             .send(Control::Accepting { slot, accepting })
             .await;
+        self.settled().await;
     }
 
-    async fn publish(&self) {
-        if self.shell.magic_ok() {
-            let _ = self.control.send(Control::Slots(self.views())).await;
+    /// Tells the scheduler the slots as they are now, and waits until
+    /// `/readyz` shows them. Loads call it at each step; the daemon also
+    /// calls it periodically, for anything else the shell reports. Returns
+    /// false once the scheduler has stopped.
+    pub async fn publish(&self) -> bool {
+        if !self.shell.magic_ok() {
+            return true;
+        }
+        {
+            let _order = self.publishing.lock().await;
+            if self
+                .control
+                .send(Control::Slots(self.views()))
+                .await
+                .is_err()
+            {
+                return false;
+            }
+        }
+        self.settled().await;
+        true
+    }
+
+    /// Waits until the scheduler has applied and published what was sent
+    /// before: a load's reply must not reach its caller before `/readyz`
+    /// shows the slot it describes.
+    async fn settled(&self) {
+        let (reply, rx) = oneshot::channel();
+        if self.control.send(Control::Settled { reply }).await.is_ok() {
+            let _ = rx.await;
         }
     }
 

@@ -785,6 +785,12 @@ pub enum Control {
     Reset {
         reply: tokio::sync::oneshot::Sender<Result<(), String>>,
     },
+    /// Reply once every message sent before this one has been applied and
+    /// published, so that what the rotation tells its caller is what
+    /// `/readyz` already shows.
+    Settled {
+        reply: tokio::sync::oneshot::Sender<()>,
+    },
 }
 
 /// The channels of the scheduler task.
@@ -852,6 +858,10 @@ pub async fn run(
                 Control::RunningIn { slot, reply } => { let _ = reply.send(state.running_in(slot)); }
                 Control::LoadEstimate(d) => state.load_estimate = d,
                 Control::Reset { reply } => cmds.push(DriverCmd::Reset { reply }),
+                // Each turn publishes before the next message is read, and
+                // the channel is in order: the slot changes sent before
+                // this one are visible now.
+                Control::Settled { reply } => { let _ = reply.send(()); }
             },
             r = driver.ready() => {
                 if let Err(e) = r.and_then(|()| driver.service(&mut fabric)) {

@@ -28,7 +28,7 @@ use crate::control::{Commands, Refusal};
 use crate::fabric::{self, Driver};
 use crate::metrics::Metrics;
 use crate::rotation::{RotationError, Rotator};
-use crate::scheduler::{self, Channels, Control, Published, State};
+use crate::scheduler::{self, Channels, Published, State};
 use crate::server::{self, App};
 use serde_json::json;
 use std::time::Instant;
@@ -166,15 +166,11 @@ pub async fn run(
     // refresh keeps /readyz honest about anything else the shell reports.
     let refresher = {
         let rotator = rotator.clone();
-        let control = control_tx.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(500));
             loop {
                 tick.tick().await;
-                if !rotator.shell_ok() {
-                    continue;
-                }
-                if control.send(Control::Slots(rotator.views())).await.is_err() {
+                if !rotator.publish().await {
                     return;
                 }
             }

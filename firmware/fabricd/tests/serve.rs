@@ -192,18 +192,20 @@ async fn a_client_that_disconnects_frees_its_context_at_once() {
             d.sim.counters().active == 1
         })
         .await;
+        let tokens_at_drop = d.sim.counters().tokens;
         drop(sock);
-        let start = std::time::Instant::now();
         wait_for("the context to be freed", Duration::from_secs(2), || {
             let c = d.sim.counters();
             c.cancelled == before + 1 && c.active == 0
         })
         .await;
-        // 256 tokens take 486 ms: freed long before it would have finished.
+        // Cancelled, not completed, and measured in the fabric's own
+        // progress rather than the wall clock (qemu runs this too): the
+        // fabric made a fraction of the 256 tokens after the client left.
+        let after = d.sim.counters().tokens - tokens_at_drop;
         assert!(
-            start.elapsed() < Duration::from_millis(200),
-            "stream={stream}: {:?}",
-            start.elapsed()
+            after < 128,
+            "stream={stream}: {after} tokens after the drop"
         );
     }
     let m = get(d.addr, "/metrics").await.expect("metrics").text();
