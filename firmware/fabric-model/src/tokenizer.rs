@@ -34,6 +34,14 @@ pub struct Tokenizer {
     /// piece of every prompt.
     #[serde(skip)]
     index: HashMap<Vec<u8>, u32, foldhash::fast::FixedState>,
+    /// Every token that is whole UTF-8, as text: `spans[id]` is its range
+    /// in `text`, or `None` for a byte above 0x7f or a piece that is not
+    /// whole characters. Checked once here, so decoding the usual token
+    /// needs no UTF-8 check per token (see [`Tokenizer::token_text`]).
+    #[serde(skip)]
+    text: String,
+    #[serde(skip)]
+    spans: Vec<Option<(u32, u32)>>,
 }
 
 /// Splits text into pieces (see the module doc), lazily: encoding a prompt
@@ -69,6 +77,8 @@ impl Tokenizer {
         let mut t = Tokenizer {
             pieces,
             index: HashMap::default(),
+            text: String::new(),
+            spans: Vec::new(),
         };
         t.reindex();
         t
@@ -81,6 +91,17 @@ impl Tokenizer {
             .enumerate()
             .map(|(i, p)| (p.clone(), FIRST_PIECE + i as u32))
             .collect();
+        let mut text = String::new();
+        let spans = (0..self.vocab_size())
+            .map(|id| {
+                let s = std::str::from_utf8(self.token_bytes(id)).ok()?;
+                let start = text.len() as u32;
+                text.push_str(s);
+                Some((start, text.len() as u32))
+            })
+            .collect();
+        self.text = text;
+        self.spans = spans;
     }
 
     /// Number of token ids (bytes, end-of-text and pieces).
@@ -112,6 +133,17 @@ impl Tokenizer {
                 .map_or(&[], Vec::as_slice)
         } else {
             &[]
+        }
+    }
+
+    /// The text of one token when its bytes are whole UTF-8 characters
+    /// (end-of-text and unknown ids are empty); `None` when they are not,
+    /// and only a decoder that holds back partial characters can use them.
+    pub fn token_text(&self, id: u32) -> Option<&str> {
+        match self.spans.get(id as usize) {
+            Some(&Some((start, end))) => self.text.get(start as usize..end as usize),
+            Some(None) => None,
+            None => Some(""),
         }
     }
 
@@ -181,6 +213,27 @@ mod tests {
         assert_eq!(&ids[..4], &[257, 258, 259, 260]);
         assert_eq!(&ids[4..], &[32, 71, 111, 100]);
         assert_eq!(t.decode(&ids), "In the beginning, God");
+    }
+
+    #[test]
+    fn token_text_is_the_bytes_when_they_are_whole_characters() {
+        let t = Tokenizer::new(vec![
+            b" the".to_vec(),
+            "é".as_bytes().to_vec(),
+            vec![0xC3],
+            vec![0xff, b'a'],
+        ]);
+        for id in 0..t.vocab_size() + 3 {
+            assert_eq!(
+                t.token_text(id),
+                std::str::from_utf8(t.token_bytes(id)).ok(),
+                "{id}"
+            );
+        }
+        assert_eq!(t.token_text(u32::from(b'A')), Some("A"));
+        assert_eq!(t.token_text(0xC3), None);
+        assert_eq!(t.token_text(FIRST_PIECE + 1), Some("é"));
+        assert_eq!(t.token_text(FIRST_PIECE + 2), None);
     }
 
     #[test]

@@ -246,8 +246,10 @@ pub struct State {
     slots: Vec<Slot>,
     queues: Map<Arc<str>, ModelQueue>,
     waiting: Map<ReqId, Admission>,
+    /// By tag. A request is found here by its id only to cancel or expire
+    /// it, by a scan: there are no more entries than fabric contexts, and
+    /// a second map kept for that was two hash operations a request.
     running: Map<u32, Running>,
-    tag_of: Map<ReqId, u32>,
     deadlines: BTreeSet<(Instant, ReqId)>,
     next_tag: u32,
     /// Expected time to load a model, for `model_loading` answers.
@@ -273,7 +275,6 @@ impl State {
             queues: Map::default(),
             waiting: Map::default(),
             running: Map::default(),
-            tag_of: Map::default(),
             deadlines: BTreeSet::new(),
             next_tag: 1,
             load_estimate: Duration::from_secs(5),
@@ -467,7 +468,6 @@ impl State {
                     stop_token: adm.stop_token,
                     stream: adm.progress,
                 }));
-                self.tag_of.insert(adm.id, tag);
                 self.running.insert(
                     tag,
                     Running {
@@ -488,8 +488,7 @@ impl State {
             self.deadlines.remove(&(adm.deadline, id));
             return None;
         }
-        let tag = *self.tag_of.get(&id)?;
-        let r = self.running.get_mut(&tag)?;
+        let (&tag, r) = self.running.iter_mut().find(|(_, r)| r.adm.id == id)?;
         if !r.answered {
             r.answered = true;
             self.deadlines.remove(&(r.adm.deadline, id));
@@ -513,10 +512,7 @@ impl State {
                     }));
                 continue;
             }
-            let Some(&tag) = self.tag_of.get(&id) else {
-                continue;
-            };
-            if let Some(r) = self.running.get_mut(&tag) {
+            if let Some((&tag, r)) = self.running.iter_mut().find(|(_, r)| r.adm.id == id) {
                 if !r.answered {
                     r.answered = true;
                     let _ = r
@@ -534,7 +530,6 @@ impl State {
 
     fn release(&mut self, tag: u32) -> Option<Running> {
         let r = self.running.remove(&tag)?;
-        self.tag_of.remove(&r.adm.id);
         self.deadlines.remove(&(r.adm.deadline, r.adm.id));
         if let Some(slot) = self.slots.iter_mut().find(|s| s.view.index == r.slot) {
             slot.free.push(r.ctx);
@@ -680,7 +675,6 @@ impl State {
             }
         }
         self.queues.clear();
-        self.tag_of.clear();
         self.deadlines.clear();
     }
 }

@@ -42,7 +42,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::api::{self, CompletionRequest};
+use crate::api;
 use crate::body::{self, full, Body};
 use crate::catalog::Catalog;
 use crate::config::Config;
@@ -503,7 +503,7 @@ async fn completions(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -
             return outcome.response();
         }
     };
-    if started.request.stream {
+    if started.stream {
         stream_response(app, started)
     } else {
         whole_response(app, started).await
@@ -514,7 +514,9 @@ struct Started {
     id: ReqId,
     model: Arc<str>,
     tokenizer: Arc<fabric_model::Tokenizer>,
-    request: CompletionRequest,
+    stream: bool,
+    include_usage: bool,
+    stop: Vec<String>,
     prompt_tokens: usize,
     events: Events,
     guard: CancelGuard,
@@ -567,8 +569,8 @@ async fn start_completion(
         .transpose()?;
     let (parts, bytes) = read_body(app, req, received).await?;
     drop(parts);
+    // Borrows the body until the request is admitted (below).
     let mut request = api::parse_completion(&bytes)?;
-    drop(bytes);
     // `default` follows rotation: the model loaded most recently.
     let current;
     let name: &str = if request.model == DEFAULT_MODEL {
@@ -584,7 +586,7 @@ async fn start_completion(
         &request.model
     };
     let model = app.catalog.get(name).map_err(|_| Outcome::ModelNotFound {
-        model: request.model.clone(),
+        model: request.model.to_string(),
         known: app
             .catalog
             .models
@@ -598,9 +600,8 @@ async fn start_completion(
         .ok_or_else(|| Outcome::ModelNotLoaded {
             model: model.name.to_string(),
         })?;
-    // The text is not needed once tokenized; a waiting request keeps only
-    // its tokens.
-    let prompt = tokenizer.encode(&std::mem::take(&mut request.prompt));
+    // A waiting request keeps only the prompt's tokens.
+    let prompt = tokenizer.encode(&request.prompt);
     let model_name = model.name.clone();
     ledger.model = Some(model_name.clone());
     ledger.tokens_in = prompt.len() as u64;
@@ -634,7 +635,11 @@ async fn start_completion(
     let timeout = Duration::from_millis(timeout_ms);
     let client = ClientKey {
         ip: ledger.ip,
-        user: request.user.take().filter(|u| !u.is_empty()).map(Arc::from),
+        user: request
+            .user
+            .as_deref()
+            .filter(|u| !u.is_empty())
+            .map(Arc::from),
     };
     // Admission: a permit now, or overloaded now.
     let Ok(permit) = app.permits.clone().try_acquire_owned() else {
@@ -669,13 +674,19 @@ async fn start_completion(
         permit: Some(permit),
     };
     let prompt_tokens = adm.prompt.len();
+    // What the answer needs; the body and what borrows it go before the
+    // request waits anywhere.
+    let (stream, include_usage) = (request.stream, request.include_usage);
+    let stop = std::mem::take(&mut request.stop);
+    drop(request);
+    drop(bytes);
     if app.admit.send(adm).await.is_err() {
         return Err(Outcome::ShuttingDown);
     }
     // A stream waits for the scheduler's first word (queued, or a typed
     // refusal) before its 200 goes out. A whole response hears a refusal
     // as its one and only event, and answers it the same way.
-    if request.stream {
+    if stream {
         match events.recv().await {
             Some(ReqEvent::Queued) => {}
             Some(ReqEvent::Failed(o)) => return Err(o),
@@ -694,7 +705,9 @@ async fn start_completion(
         id,
         model: model_name,
         tokenizer,
-        request,
+        stream,
+        include_usage,
+        stop,
         prompt_tokens,
         events,
         guard,
@@ -765,7 +778,9 @@ impl Assembler {
             &mut self.text
         };
         for &t in tokens.iter().filter(|&&t| t != EOS) {
-            self.utf8.push(self.tokenizer.token_bytes(t), text);
+            let tok = &self.tokenizer;
+            self.utf8
+                .push_token(tok.token_text(t), tok.token_bytes(t), text);
         }
         if !self.stops.passes_through() {
             self.stops.push(&self.text, out);
@@ -787,7 +802,7 @@ impl Assembler {
 }
 
 async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
-    let mut asm = Assembler::new(s.tokenizer.clone(), s.request.stop.clone());
+    let mut asm = Assembler::new(s.tokenizer.clone(), std::mem::take(&mut s.stop));
     // Room for a typical answer, so it is not regrown token by token.
     let mut text = String::with_capacity(256);
     let mut slot = None;
@@ -890,7 +905,7 @@ fn sse(c: &api::Completion<'_>) -> Bytes {
 async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
     let id = api::CompletionId::new(s.id);
     let created = unix_now();
-    let mut asm = Assembler::new(s.tokenizer.clone(), s.request.stop.clone());
+    let mut asm = Assembler::new(s.tokenizer.clone(), std::mem::take(&mut s.stop));
     let mut keepalive = tokio::time::interval(Duration::from_secs(15));
     keepalive.tick().await;
     let send = |tx: &mpsc::Sender<Bytes>, b: Bytes| {
@@ -996,7 +1011,7 @@ async fn finish_stream(
     fabric_us: u32,
 ) {
     let mut last = api::chunk_body(id, created, &s.model, "", Some(reason));
-    if s.request.include_usage {
+    if s.include_usage {
         last.usage = Some(api::Usage::new(s.prompt_tokens, tokens));
     }
     let ok = tx.send(sse(&last)).await.is_ok()

@@ -50,6 +50,15 @@ impl Utf8Decoder {
         }
     }
 
+    /// Adds one token: its `text` when it is whole characters (checked
+    /// once, when the tokenizer was loaded), else its `bytes`.
+    pub fn push_token(&mut self, text: Option<&str>, bytes: &[u8], out: &mut String) {
+        match text {
+            Some(s) if self.pending.is_empty() => out.push_str(s),
+            _ => self.push(bytes, out),
+        }
+    }
+
     /// Appends whatever is left at the end (an incomplete character is
     /// replaced).
     pub fn finish(&mut self, out: &mut String) {
@@ -163,6 +172,20 @@ mod tests {
         assert_eq!(step(|o| d.push(&[b'a', 0xff, b'b'], o)), "a\u{fffd}b");
         assert_eq!(step(|o| d.push(&e_acute[..1], o)), "");
         assert_eq!(step(|o| d.finish(o)), "\u{fffd}");
+    }
+
+    #[test]
+    fn whole_tokens_wait_behind_a_partial_character() {
+        let mut d = Utf8Decoder::default();
+        let e_acute = "é".as_bytes();
+        assert_eq!(step(|o| d.push_token(Some("in"), b"in", o)), "in");
+        assert_eq!(step(|o| d.push_token(None, &e_acute[..1], o)), "");
+        // A whole token after half a character: the half is completed
+        // first, then the token follows it, in order.
+        assert_eq!(step(|o| d.push_token(None, &e_acute[1..], o)), "é");
+        assert_eq!(step(|o| d.push_token(None, &e_acute[..1], o)), "");
+        assert_eq!(step(|o| d.push_token(Some("x"), b"x", o)), "\u{fffd}x");
+        assert_eq!(step(|o| d.finish(o)), "");
     }
 
     #[test]
