@@ -467,3 +467,57 @@ async fn a_slow_answer_is_not_cut_and_an_idle_keep_alive_is() {
     );
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stops_coming_gets_body_timeout_on_a_reused_connection() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |c| c.body_read_timeout_ms = 1000).await;
+    let mut sock = tokio::net::TcpStream::connect(d.addr)
+        .await
+        .expect("connect");
+    let body = json!({"model": "kjv", "prompt": "In the", "max_tokens": 2}).to_string();
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    // Reads one answer (status line to the end of its JSON body).
+    async fn answer(sock: &mut tokio::net::TcpStream) -> String {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.ends_with(b"}\n") {
+            let n = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut buf))
+                .await
+                .expect("an answer")
+                .expect("read");
+            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+    // Two requests whose bodies come in two parts, 100 ms apart: on time,
+    // on one keep-alive connection.
+    for _ in 0..2 {
+        sock.write_all(head.as_bytes()).await.expect("write");
+        sock.write_all(&body.as_bytes()[..5]).await.expect("write");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        sock.write_all(&body.as_bytes()[5..]).await.expect("write");
+        let a = answer(&mut sock).await;
+        assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+    }
+    // A third whose body stops halfway: its typed answer comes once the
+    // timeout has run from its own header, not from an earlier request's.
+    let start = std::time::Instant::now();
+    sock.write_all(head.as_bytes()).await.expect("write");
+    sock.write_all(&body.as_bytes()[..5]).await.expect("write");
+    let a = answer(&mut sock).await;
+    assert!(a.starts_with("HTTP/1.1 400"), "{a}");
+    assert!(a.contains("\"body_timeout\""), "{a}");
+    assert!(
+        start.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        start.elapsed()
+    );
+    // Everyone else is served meanwhile and after.
+    let other = json!({"model": "kjv", "prompt": "x", "max_tokens": 2});
+    assert_eq!(post_json(d.addr, other).await.status, 200);
+    d.stop().await;
+}
