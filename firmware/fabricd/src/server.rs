@@ -495,8 +495,13 @@ async fn completions(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -
     };
     // Boxed: admission's state (the body, the parsed request) is freed once
     // it is done, so a request waiting its turn holds only what it needs
-    // to wait (the route's future lives as long as the request).
-    let started = match Box::pin(start_completion(app, req, &mut ledger)).await {
+    // to wait (the route's future lives as long as the request). Boxed in
+    // a statement of its own: a temporary in a `match` scrutinee lives to
+    // the end of the match, across the await, and the unboxed future's
+    // 1.8 KB stayed in this one's state, which hyper moves into place for
+    // every request (the route's future went from 4.2 KB to 1.7 KB).
+    let admission = Box::pin(start_completion(app, req, &mut ledger));
+    let started = match admission.await {
         Ok(started) => started,
         Err(outcome) => {
             app.ended(&ledger, outcome.label(), 0, 0);
