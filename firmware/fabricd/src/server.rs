@@ -427,12 +427,7 @@ fn metrics(app: &App) -> Response<Body> {
     r
 }
 
-async fn read_body(
-    app: &App,
-    req: Request<Incoming>,
-    received: Instant,
-) -> Result<(hyper::http::request::Parts, Bytes), Outcome> {
-    let (parts, body) = req.into_parts();
+async fn read_body(app: &App, body: Incoming, received: Instant) -> Result<Bytes, Outcome> {
     let limit = app.config.body_limit;
     let collected = tokio::time::timeout_at(
         (received + app.config.body_read_timeout()).into(),
@@ -456,7 +451,7 @@ async fn read_body(
             code: "body_error",
             message: format!("reading the request body: {e}"),
         }),
-        Ok(Ok(bytes)) => Ok((parts, bytes)),
+        Ok(Ok(bytes)) => Ok(bytes),
     }
 }
 
@@ -500,7 +495,21 @@ async fn completions(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -
     // the end of the match, across the await, and the unboxed future's
     // 1.8 KB stayed in this one's state, which hyper moves into place for
     // every request (the route's future went from 4.2 KB to 1.7 KB).
-    let admission = Box::pin(start_completion(app, req, &mut ledger));
+    let admission = match check_head(app, req.headers()) {
+        // Only the body goes on: the request's head is freed now, and the
+        // futures below do not carry it (under 1 KB, the box comes from
+        // malloc's per-thread cache).
+        Ok(header_deadline) => Box::pin(start_completion(
+            app,
+            req.into_body(),
+            header_deadline,
+            &mut ledger,
+        )),
+        Err(outcome) => {
+            app.ended(&ledger, outcome.label(), 0, 0);
+            return outcome.response();
+        }
+    };
     let started = match admission.await {
         Ok(started) => started,
         Err(outcome) => {
@@ -537,17 +546,13 @@ impl Started {
     }
 }
 
-/// Validates a request and has it admitted: queued, or a typed refusal.
-async fn start_completion(
-    app: &Arc<App>,
-    req: Request<Incoming>,
-    ledger: &mut Ledger,
-) -> Result<Started, Outcome> {
-    let received = ledger.received;
+/// Checks a completion's head: the daemon is not shutting down, the body
+/// is JSON, and the deadline header (returned) is a number.
+fn check_head(app: &App, headers: &hyper::HeaderMap) -> Result<Option<u64>, Outcome> {
     if app.shutting_down.load(Ordering::Relaxed) {
         return Err(Outcome::ShuttingDown);
     }
-    if let Some(ct) = req.headers().get(CONTENT_TYPE) {
+    if let Some(ct) = headers.get(CONTENT_TYPE) {
         let ct = ct.to_str().unwrap_or("");
         let essence = ct.split(';').next().unwrap_or("").trim();
         if !essence.eq_ignore_ascii_case("application/json") {
@@ -556,8 +561,7 @@ async fn start_completion(
             });
         }
     }
-    let header_deadline = req
-        .headers()
+    headers
         .get("x-deadline-ms")
         .map(|v| {
             v.to_str()
@@ -571,11 +575,90 @@ async fn start_completion(
                     )
                 })
         })
-        .transpose()?;
-    let (parts, bytes) = read_body(app, req, received).await?;
-    drop(parts);
-    // Borrows the body until the request is admitted (below).
-    let mut request = api::parse_completion(&bytes)?;
+        .transpose()
+}
+
+/// Reads, checks and admits a request: queued, or a typed refusal.
+async fn start_completion(
+    app: &Arc<App>,
+    body: Incoming,
+    header_deadline: Option<u64>,
+    ledger: &mut Ledger,
+) -> Result<Started, Outcome> {
+    // A block of its own: the body and what borrows it are gone before the
+    // admission waits (a local keeps its room in the future's state to the
+    // end of its scope, moved out or not).
+    let (sent, ready) = {
+        let bytes = read_body(app, body, ledger.received).await?;
+        let (adm, ready) = prepare(app, &bytes, header_deadline, ledger)?;
+        (app.admit.send(adm), ready)
+    };
+    if sent.await.is_err() {
+        return Err(Outcome::ShuttingDown);
+    }
+    let Prepared {
+        id,
+        model,
+        tokenizer,
+        stream,
+        include_usage,
+        stop,
+        prompt_tokens,
+        mut events,
+    } = ready;
+    // A stream waits for the scheduler's first word (queued, or a typed
+    // refusal) before its 200 goes out. A whole response hears a refusal
+    // as its one and only event, and answers it the same way.
+    if stream {
+        match events.recv().await {
+            Some(ReqEvent::Queued) => {}
+            Some(ReqEvent::Failed(o)) => return Err(o),
+            _ => return Err(Outcome::ShuttingDown),
+        }
+    }
+    // From here a client that goes away cancels the request (a cancel for
+    // a request the scheduler refused finds nothing, and does nothing).
+    let guard = CancelGuard {
+        id,
+        app: app.clone(),
+        ledger: ledger.clone(),
+        armed: true,
+    };
+    Ok(Started {
+        id,
+        model,
+        tokenizer,
+        stream,
+        include_usage,
+        stop,
+        prompt_tokens,
+        events,
+        guard,
+    })
+}
+
+/// What answering an admitted request needs.
+struct Prepared {
+    id: ReqId,
+    model: Arc<str>,
+    tokenizer: Arc<fabric_model::Tokenizer>,
+    stream: bool,
+    include_usage: bool,
+    stop: Vec<String>,
+    prompt_tokens: usize,
+    events: Events,
+}
+
+/// Parses and checks a body against the model and the fabric, and makes
+/// its admission (its queue permit taken, or `overloaded` now).
+fn prepare(
+    app: &Arc<App>,
+    bytes: &[u8],
+    header_deadline: Option<u64>,
+    ledger: &mut Ledger,
+) -> Result<(Admission, Prepared), Outcome> {
+    let received = ledger.received;
+    let request = api::parse_completion(bytes)?;
     // `default` follows rotation: the model loaded most recently.
     let current;
     let name: &str = if request.model == DEFAULT_MODEL {
@@ -654,7 +737,7 @@ async fn start_completion(
         });
     };
     let id = app.next_id.fetch_add(1, Ordering::Relaxed);
-    let (tx, mut events) = crate::scheduler::events(request.stream || !request.stop.is_empty());
+    let (tx, events) = crate::scheduler::events(request.stream || !request.stop.is_empty());
     let adm = Admission {
         id,
         model: model_name.clone(),
@@ -678,45 +761,17 @@ async fn start_completion(
         events: tx,
         permit: Some(permit),
     };
-    let prompt_tokens = adm.prompt.len();
-    // What the answer needs; the body and what borrows it go before the
-    // request waits anywhere.
-    let (stream, include_usage) = (request.stream, request.include_usage);
-    let stop = std::mem::take(&mut request.stop);
-    drop(request);
-    drop(bytes);
-    if app.admit.send(adm).await.is_err() {
-        return Err(Outcome::ShuttingDown);
-    }
-    // A stream waits for the scheduler's first word (queued, or a typed
-    // refusal) before its 200 goes out. A whole response hears a refusal
-    // as its one and only event, and answers it the same way.
-    if stream {
-        match events.recv().await {
-            Some(ReqEvent::Queued) => {}
-            Some(ReqEvent::Failed(o)) => return Err(o),
-            _ => return Err(Outcome::ShuttingDown),
-        }
-    }
-    // From here a client that goes away cancels the request (a cancel for
-    // a request the scheduler refused finds nothing, and does nothing).
-    let guard = CancelGuard {
-        id,
-        app: app.clone(),
-        ledger: ledger.clone(),
-        armed: true,
-    };
-    Ok(Started {
+    let prepared = Prepared {
         id,
         model: model_name,
         tokenizer,
-        stream,
-        include_usage,
-        stop,
-        prompt_tokens,
+        stream: request.stream,
+        include_usage: request.include_usage,
+        stop: request.stop,
+        prompt_tokens: adm.prompt.len(),
         events,
-        guard,
-    })
+    };
+    Ok((adm, prepared))
 }
 
 /// The client's address: the peer, or the first `X-Forwarded-For` entry
