@@ -867,6 +867,15 @@ pub async fn run(
             },
             _ = &mut timer, if deadline.is_some() => cmds.extend(state.expire(Instant::now())),
         }
+        if admitted.is_some() {
+            // Woken by an admission: let the connections that are ready to
+            // run go first, so the admissions they send are taken in this
+            // turn. A task another wakes runs next on its thread, so
+            // without this the scheduler took one admission a turn under
+            // load (0.8 turns a request, each a select, a doorbell and a
+            // publish). Alone, it resumes at once.
+            tokio::task::yield_now().await;
+        }
         let now = Instant::now();
         if let Some(adm) = admitted {
             take_admission(&mut state, adm, now);
