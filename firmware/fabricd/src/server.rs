@@ -517,22 +517,16 @@ async fn completions(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -
             return outcome.response();
         }
     };
-    if started.stream {
+    if started.req.stream {
         stream_response(app, started)
     } else {
         whole_response(app, started).await
     }
 }
 
+/// An admitted request, whose client going away cancels it.
 struct Started {
-    id: ReqId,
-    model: Arc<str>,
-    tokenizer: Arc<fabric_model::Tokenizer>,
-    stream: bool,
-    include_usage: bool,
-    stop: Vec<String>,
-    prompt_tokens: usize,
-    events: Events,
+    req: Prepared,
     guard: CancelGuard,
 }
 
@@ -588,7 +582,7 @@ async fn start_completion(
     // A block of its own: the body and what borrows it are gone before the
     // admission waits (a local keeps its room in the future's state to the
     // end of its scope, moved out or not).
-    let (sent, ready) = {
+    let (sent, mut ready) = {
         let bytes = read_body(app, body, ledger.received).await?;
         let (adm, ready) = prepare(app, &bytes, header_deadline, ledger)?;
         (app.admit.send(adm), ready)
@@ -596,21 +590,11 @@ async fn start_completion(
     if sent.await.is_err() {
         return Err(Outcome::ShuttingDown);
     }
-    let Prepared {
-        id,
-        model,
-        tokenizer,
-        stream,
-        include_usage,
-        stop,
-        prompt_tokens,
-        mut events,
-    } = ready;
     // A stream waits for the scheduler's first word (queued, or a typed
     // refusal) before its 200 goes out. A whole response hears a refusal
     // as its one and only event, and answers it the same way.
-    if stream {
-        match events.recv().await {
+    if ready.stream {
+        match ready.events.recv().await {
             Some(ReqEvent::Queued) => {}
             Some(ReqEvent::Failed(o)) => return Err(o),
             _ => return Err(Outcome::ShuttingDown),
@@ -619,22 +603,12 @@ async fn start_completion(
     // From here a client that goes away cancels the request (a cancel for
     // a request the scheduler refused finds nothing, and does nothing).
     let guard = CancelGuard {
-        id,
+        id: ready.id,
         app: app.clone(),
         ledger: ledger.clone(),
         armed: true,
     };
-    Ok(Started {
-        id,
-        model,
-        tokenizer,
-        stream,
-        include_usage,
-        stop,
-        prompt_tokens,
-        events,
-        guard,
-    })
+    Ok(Started { req: ready, guard })
 }
 
 /// What answering an admitted request needs.
@@ -862,13 +836,13 @@ impl Assembler {
 }
 
 async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
-    let mut asm = Assembler::new(s.tokenizer.clone(), std::mem::take(&mut s.stop));
+    let mut asm = Assembler::new(s.req.tokenizer.clone(), std::mem::take(&mut s.req.stop));
     // Room for a typical answer, so it is not regrown token by token.
     let mut text = String::with_capacity(256);
     let mut slot = None;
     let mut queued = Duration::ZERO;
     let (finish, fabric_us) = loop {
-        match s.events.recv().await {
+        match s.req.events.recv().await {
             // Only requests with stop sequences hear these (see `announce`).
             Some(ReqEvent::Queued) => {}
             Some(ReqEvent::Started {
@@ -883,7 +857,7 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
                 asm.push(&t, &mut text);
                 if asm.stops.stopped() {
                     // Stop sequence: free the context now.
-                    let _ = app.cancel.send(s.id);
+                    let _ = app.cancel.send(s.req.id);
                     break (Finish::Stop, 0);
                 }
             }
@@ -921,14 +895,14 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
     };
     let finish = api::finish_reason(finish == Finish::Stop, finish == Finish::Length);
     s.end(app, "ok", asm.tokens, fabric_us);
-    let id = api::CompletionId::new(s.id);
+    let id = api::CompletionId::new(s.req.id);
     let body = api::completion_body(
         id.as_str(),
         unix_now(),
-        &s.model,
+        &s.req.model,
         &text,
         finish,
-        api::Usage::new(s.prompt_tokens, asm.tokens),
+        api::Usage::new(s.req.prompt_tokens, asm.tokens),
         api::FabricInfo {
             slot,
             queue_ms: queued.as_secs_f64() * 1e3,
@@ -963,9 +937,9 @@ fn sse(c: &api::Completion<'_>) -> Bytes {
 
 /// Feeds one event stream; ends (and cancels) when the client goes away.
 async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
-    let id = api::CompletionId::new(s.id);
+    let id = api::CompletionId::new(s.req.id);
     let created = unix_now();
-    let mut asm = Assembler::new(s.tokenizer.clone(), std::mem::take(&mut s.stop));
+    let mut asm = Assembler::new(s.req.tokenizer.clone(), std::mem::take(&mut s.req.stop));
     let mut keepalive = tokio::time::interval(Duration::from_secs(15));
     keepalive.tick().await;
     let send = |tx: &mpsc::Sender<Bytes>, b: Bytes| {
@@ -973,13 +947,13 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
         async move { tx.send(b).await.is_ok() }
     };
     // A chunk of text, if there is any to send.
-    let model = s.model.clone();
+    let model = s.req.model.clone();
     let chunk = |text: &str| {
         (!text.is_empty()).then(|| sse(&api::chunk_body(id.as_str(), created, &model, text, None)))
     };
     loop {
         let ev = tokio::select! {
-            ev = s.events.recv() => ev,
+            ev = s.req.events.recv() => ev,
             _ = tx.closed() => return, // the guard cancels
             _ = keepalive.tick() => {
                 if !send(&tx, Bytes::from_static(b": keep-alive\n\n")).await { return }
@@ -999,7 +973,7 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
                     }
                 }
                 if stopped {
-                    let _ = app.cancel.send(s.id);
+                    let _ = app.cancel.send(s.req.id);
                     finish_stream(
                         &app,
                         &mut s,
@@ -1070,9 +1044,9 @@ async fn finish_stream(
     tokens: usize,
     fabric_us: u32,
 ) {
-    let mut last = api::chunk_body(id, created, &s.model, "", Some(reason));
-    if s.include_usage {
-        last.usage = Some(api::Usage::new(s.prompt_tokens, tokens));
+    let mut last = api::chunk_body(id, created, &s.req.model, "", Some(reason));
+    if s.req.include_usage {
+        last.usage = Some(api::Usage::new(s.req.prompt_tokens, tokens));
     }
     let ok = tx.send(sse(&last)).await.is_ok()
         && tx

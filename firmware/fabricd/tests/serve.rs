@@ -9,6 +9,26 @@ use common::{get, post_json, post_raw, small_completion, wait_for, Daemon};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// Reads one answer from a raw connection: from its status line to the end
+/// of its JSON body (which ends in a newline).
+async fn read_answer(sock: &mut tokio::net::TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(b"}\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut buf))
+            .await
+            .expect("an answer")
+            .expect("read");
+        assert!(
+            n > 0,
+            "closed before the answer: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
 fn long(model: &str, tokens: u32) -> serde_json::Value {
     json!({"model": model, "prompt": "In the beginning", "max_tokens": tokens, "seed": 1, "ignore_eos": true})
 }
@@ -430,29 +450,15 @@ async fn a_slow_answer_is_not_cut_and_an_idle_keep_alive_is() {
     );
     let start = std::time::Instant::now();
     sock.write_all(req.as_bytes()).await.expect("write");
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    // The whole answer (its JSON ends in a newline), on a connection kept
-    // alive.
-    while !got.ends_with(b"}\n") {
-        let n = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut buf))
-            .await
-            .expect("an answer")
-            .expect("read");
-        assert!(
-            n > 0,
-            "closed before the answer: {}",
-            String::from_utf8_lossy(&got)
-        );
-        got.extend_from_slice(&buf[..n]);
-    }
+    // The whole answer, on a connection kept alive.
+    let text = read_answer(&mut sock).await;
     assert!(
         start.elapsed() >= Duration::from_millis(400),
         "{:?}",
         start.elapsed()
     );
-    let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let mut buf = [0u8; 16];
     // Then idle: closed once no header has come for the timeout.
     let idle = std::time::Instant::now();
     let n = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf))
@@ -479,20 +485,6 @@ async fn a_body_that_stops_coming_gets_body_timeout_on_a_reused_connection() {
         "POST /v1/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
         body.len()
     );
-    // Reads one answer (status line to the end of its JSON body).
-    async fn answer(sock: &mut tokio::net::TcpStream) -> String {
-        let mut got = Vec::new();
-        let mut buf = [0u8; 4096];
-        while !got.ends_with(b"}\n") {
-            let n = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut buf))
-                .await
-                .expect("an answer")
-                .expect("read");
-            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
-            got.extend_from_slice(&buf[..n]);
-        }
-        String::from_utf8_lossy(&got).into_owned()
-    }
     // Two requests whose bodies come in two parts, 100 ms apart: on time,
     // on one keep-alive connection.
     for _ in 0..2 {
@@ -500,7 +492,7 @@ async fn a_body_that_stops_coming_gets_body_timeout_on_a_reused_connection() {
         sock.write_all(&body.as_bytes()[..5]).await.expect("write");
         tokio::time::sleep(Duration::from_millis(100)).await;
         sock.write_all(&body.as_bytes()[5..]).await.expect("write");
-        let a = answer(&mut sock).await;
+        let a = read_answer(&mut sock).await;
         assert!(a.starts_with("HTTP/1.1 200"), "{a}");
     }
     // A third whose body stops halfway: its typed answer comes once the
@@ -508,7 +500,7 @@ async fn a_body_that_stops_coming_gets_body_timeout_on_a_reused_connection() {
     let start = std::time::Instant::now();
     sock.write_all(head.as_bytes()).await.expect("write");
     sock.write_all(&body.as_bytes()[..5]).await.expect("write");
-    let a = answer(&mut sock).await;
+    let a = read_answer(&mut sock).await;
     assert!(a.starts_with("HTTP/1.1 400"), "{a}");
     assert!(a.contains("\"body_timeout\""), "{a}");
     assert!(
