@@ -421,12 +421,6 @@ impl Rotator {
             .collect()
     }
 
-    /// Whether the shell answers (false while a full reconfiguration has
-    /// the fabric dark).
-    pub fn shell_ok(&self) -> bool {
-        self.shell.magic_ok()
-    }
-
     /// What the configured schedule loads next.
     fn next_in_schedule(&self) -> Result<String, RotationError> {
         let schedule = &self.config.schedule;
