@@ -107,7 +107,12 @@ async fn a_cancel_frees_the_context_at_once() {
     wait_for("the request to start", Duration::from_secs(5), || {
         h.shell.counters().active == 1
     });
-    let start = std::time::Instant::now();
+    // The tokens the fabric had made when the cancel went in. It checks for
+    // a cancel before each pass of decode steps, so only a pass already
+    // under way can add any: natively none or one. Counted in tokens, not
+    // wall-clock time, which qemu-user stretches (a pass that wakes late
+    // catches up the steps it owes, at most an eighth of the request).
+    let before = h.shell.counters().tokens;
     h.shell.cancel(0, 5);
     let all = until_done(&mut irq, &h.shell, &mut h.rings, 5).await;
     let Some(Completion::Done {
@@ -117,11 +122,9 @@ async fn a_cancel_frees_the_context_at_once() {
         panic!("no done entry: {all:?}");
     };
     assert_eq!(*status, CqeStatus::Cancelled);
-    assert!(*n_tokens < 256);
     assert!(
-        start.elapsed() < Duration::from_millis(250),
-        "cancel took {:?}",
-        start.elapsed()
+        n_tokens.saturating_sub(before) <= 32,
+        "{n_tokens} of 256 tokens, {before} of them before the cancel"
     );
     let c = h.shell.counters();
     assert_eq!((c.cancelled, c.active), (1, 0));
