@@ -92,6 +92,22 @@ pub struct Faults {
     pub reconfig_fail: u32,
     /// FPGA manager loads that end in `write error`.
     pub fpga_error: u32,
+    /// Cache syncs for the CPU (before the host reads completions or
+    /// outputs from a non-coherent buffer) answered `EINVAL`, as u-dma-buf
+    /// answers a range it refuses: the host cannot trust what it would read.
+    pub refuse_cpu_sync: u32,
+}
+
+impl Faults {
+    /// Adds `more` to the counts still to inject.
+    pub fn add(&mut self, more: Faults) {
+        self.hang += more.hang;
+        self.lose_irq += more.lose_irq;
+        self.corrupt += more.corrupt;
+        self.reconfig_fail += more.reconfig_fail;
+        self.fpga_error += more.fpga_error;
+        self.refuse_cpu_sync += more.refuse_cpu_sync;
+    }
 }
 
 /// Device-side counters beyond the registers, for tests.
@@ -393,6 +409,9 @@ impl Fabric {
         let Some((offset, size, dir)) = decode_sync_command(command) else {
             return false;
         };
+        if !for_device && take(&mut self.faults.refuse_cpu_sync) {
+            return false;
+        }
         let (start, end) = (offset as usize, (offset + size) as usize);
         if end > self.dram.len() || start > end {
             return false;

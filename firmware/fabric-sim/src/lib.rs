@@ -229,12 +229,7 @@ impl Simulator {
 
     /// Adds faults to inject.
     pub fn inject(&self, faults: Faults) {
-        let mut f = self.shared.lock();
-        f.faults.hang += faults.hang;
-        f.faults.lose_irq += faults.lose_irq;
-        f.faults.corrupt += faults.corrupt;
-        f.faults.reconfig_fail += faults.reconfig_fail;
-        f.faults.fpga_error += faults.fpga_error;
+        self.shared.lock().faults.add(faults);
     }
 
     /// Stops every thread and closes the interrupt connections.
@@ -378,9 +373,10 @@ pub fn parse_faults(text: &str) -> Result<Faults, String> {
             "corrupt" => f.corrupt += n,
             "reconfig-fail" => f.reconfig_fail += n,
             "fpga-error" => f.fpga_error += n,
+            "refuse-cpu-sync" => f.refuse_cpu_sync += n,
             other => {
                 return Err(format!(
-                    "unknown fault {other:?} (hang, lose-irq, corrupt, reconfig-fail, fpga-error)"
+                    "unknown fault {other:?} (hang, lose-irq, corrupt, reconfig-fail, fpga-error, refuse-cpu-sync)"
                 ))
             }
         }

@@ -154,12 +154,7 @@ impl Watcher {
                 match crate::parse_faults(&text) {
                     Ok(faults) => {
                         log::info!("fabric-sim: injecting {faults:?}");
-                        let mut f = shared.lock();
-                        f.faults.hang += faults.hang;
-                        f.faults.lose_irq += faults.lose_irq;
-                        f.faults.corrupt += faults.corrupt;
-                        f.faults.reconfig_fail += faults.reconfig_fail;
-                        f.faults.fpga_error += faults.fpga_error;
+                        shared.lock().faults.add(faults);
                     }
                     Err(e) => log::warn!("fabric-sim: {}: {e}", path.display()),
                 }

@@ -212,7 +212,7 @@ impl RestartHandle {
         }
     }
 
-    fn request(&self) {
+    pub(crate) fn request(&self) {
         self.requested
             .store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(s) = &self.shutdown {

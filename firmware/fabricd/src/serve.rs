@@ -194,7 +194,19 @@ pub async fn run(
         })
     });
 
-    shutdown.cancelled().await;
+    // The scheduler ends on its own only when the fabric failed under it
+    // (a ring, a cache sync or the interrupt): it has answered what it held
+    // with `fabric_error`. What it owned is in an unknown state, so fabricd
+    // stops and the board's supervisor starts it again, to attach afresh.
+    let mut scheduler_ended = false;
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = &mut sched_task => {
+            scheduler_ended = true;
+            log::error!("serve: the fabric failed; fabricd restarts to attach to it again");
+            restart.request();
+        }
+    }
     log::info!("serve: shutting down");
     app.shutting_down
         .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -220,9 +232,10 @@ pub async fn run(
     drop(app);
     // The scheduler ends once admission is closed and nothing is left, or
     // at the end of the grace period.
-    if tokio::time::timeout(Duration::from_secs(1), &mut sched_task)
-        .await
-        .is_err()
+    if !scheduler_ended
+        && tokio::time::timeout(Duration::from_secs(1), &mut sched_task)
+            .await
+            .is_err()
     {
         log::warn!("serve: the scheduler did not drain");
         // It owns the driver: nothing touches the rings once it is gone.
@@ -234,7 +247,7 @@ pub async fn run(
     drop(stats);
     let _ = tokio::time::timeout(Duration::from_secs(2), stats_task).await;
     let _ = std::fs::remove_file(&socket);
-    if restart.requested() {
+    if restart.requested() && !scheduler_ended {
         // The shell's device moved: the handle held here is invalid and is
         // not touched again.
         log::info!("serve: stopped to attach to the shell again");
@@ -245,15 +258,20 @@ pub async fn run(
     if shell.magic_ok() {
         REG_CONTROL.set(shell.regs(), 0);
     }
+    if scheduler_ended {
+        log::info!("serve: stopped to attach to the fabric again");
+        return Err(RestartRequired.into());
+    }
     log::info!("serve: stopped");
     Ok(())
 }
 
-/// `run` stopped so that a new start attaches to the shell's UIO device,
-/// which a reconfiguration moved. `fabricd serve` exits with
-/// [`RestartRequired::EXIT_CODE`]; the board's init script starts it again.
+/// `run` stopped so that a new start attaches to the fabric again: a
+/// reconfiguration moved the shell's UIO device, or the fabric failed under
+/// the scheduler. `fabricd serve` exits with [`RestartRequired::EXIT_CODE`];
+/// the board's init script starts it again.
 #[derive(Debug, thiserror::Error)]
-#[error("the shell's UIO device moved with a reconfiguration; start fabricd again to attach to it")]
+#[error("the fabric must be attached again (the shell's UIO device moved with a reconfiguration, or the fabric failed); start fabricd again to attach to it")]
 pub struct RestartRequired;
 
 impl RestartRequired {

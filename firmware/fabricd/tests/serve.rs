@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{get, post_json, post_raw, small_completion, wait_for, Daemon};
+use fabric_sim::device::Faults;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -189,6 +190,42 @@ async fn a_deadline_gives_deadline_exceeded_and_frees_the_fabric() {
         assert_eq!(f.await.expect("join").status, 200);
     }
     d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fabric_that_fails_answers_fabric_error_and_restarts_the_daemon() {
+    let mut d = Daemon::start(|s| s.dma_coherent = false, |_| {}).await;
+    // The cache sync before the completion ring is read is refused, as
+    // u-dma-buf refuses a range: nothing the driver would read can be
+    // trusted, so the fabric has failed.
+    d.sim.inject(Faults {
+        refuse_cpu_sync: 1,
+        ..Faults::default()
+    });
+    let r = post_json(
+        d.addr,
+        json!({"model": "kjv", "prompt": "In the beginning", "max_tokens": 4}),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.error_type().as_str()),
+        (502, "fabric_error"),
+        "{}",
+        r.text()
+    );
+    // The daemon stops by itself, to be started again (the board's
+    // supervisor does it) and attach afresh.
+    let task = d.task.take().expect("task");
+    let err = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("serve stops within 10 s")
+        .expect("join")
+        .expect_err("stops to restart");
+    assert!(
+        err.downcast_ref::<fabricd::serve::RestartRequired>()
+            .is_some(),
+        "{err:#}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
