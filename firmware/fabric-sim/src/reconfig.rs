@@ -272,17 +272,22 @@ pub(crate) fn full_load(shared: &Shared, firmware: &str) {
             log::info!("fabric-sim: full reconfiguration with {firmware}: dark for {dark:?}");
             shared.lock().go_dark(dark, Some(loaded));
             shared.wake();
+            // The device comes back under its new number while the fabric
+            // is dark, before the shell answers again: a kernel's load
+            // returns with the device settled, so whoever sees the new image
+            // must also find the new number (renumbered after power-on, a
+            // daemon could look in between and find the old one).
+            if shared.config.renumber_uio {
+                if let Err(e) = renumber_uio(shared) {
+                    log::warn!("fabric-sim: renumbering the shell's UIO device: {e}");
+                }
+            }
             std::thread::sleep(dark);
             // The sequencer powers the shell on at the end of the dark
             // period; wait until it has.
             while shared.lock().is_dark() && !shared.stopping() {
                 shared.wake();
                 std::thread::sleep(Duration::from_millis(1));
-            }
-            if shared.config.renumber_uio {
-                if let Err(e) = renumber_uio(shared) {
-                    log::warn!("fabric-sim: renumbering the shell's UIO device: {e}");
-                }
             }
             set_state(shared, "operating");
         }
