@@ -212,7 +212,7 @@ impl RestartHandle {
         }
     }
 
-    pub(crate) fn request(&self) {
+    fn request(&self) {
         self.requested
             .store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(s) = &self.shutdown {

@@ -204,7 +204,8 @@ pub async fn run(
         _ = &mut sched_task => {
             scheduler_ended = true;
             log::error!("serve: the fabric failed; fabricd restarts to attach to it again");
-            restart.request();
+            // The connections and the accept loop stop on this token.
+            shutdown.cancel();
         }
     }
     log::info!("serve: shutting down");
@@ -247,7 +248,7 @@ pub async fn run(
     drop(stats);
     let _ = tokio::time::timeout(Duration::from_secs(2), stats_task).await;
     let _ = std::fs::remove_file(&socket);
-    if restart.requested() && !scheduler_ended {
+    if restart.requested() {
         // The shell's device moved: the handle held here is invalid and is
         // not touched again.
         log::info!("serve: stopped to attach to the shell again");

@@ -90,6 +90,12 @@ struct Ledger {
 }
 
 impl App {
+    /// Counts a request refused before it was admitted, and answers it.
+    fn refused(&self, l: &Ledger, outcome: Outcome) -> Response<Body> {
+        self.ended(l, outcome.label(), 0, 0);
+        outcome.response()
+    }
+
     /// Counts a request's end in the metrics and the stats.
     fn ended(&self, l: &Ledger, label: &'static str, tokens_out: u64, fabric_us: u32) {
         let now = Instant::now();
@@ -505,17 +511,11 @@ async fn completions(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -
             header_deadline,
             &mut ledger,
         )),
-        Err(outcome) => {
-            app.ended(&ledger, outcome.label(), 0, 0);
-            return outcome.response();
-        }
+        Err(outcome) => return app.refused(&ledger, outcome),
     };
     let started = match admission.await {
         Ok(started) => started,
-        Err(outcome) => {
-            app.ended(&ledger, outcome.label(), 0, 0);
-            return outcome.response();
-        }
+        Err(outcome) => return app.refused(&ledger, outcome),
     };
     if started.req.stream {
         stream_response(app, started)
