@@ -354,8 +354,12 @@ impl DtNode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShellNode {
     pub path: String,
-    /// The UIO device name: `linux,uio-name`, else the node name.
-    pub uio_name: String,
+    /// The names `uio_pdrv_genirq` may give the shell's UIO device, to try
+    /// in order: `linux,uio-name` alone when the node sets it; else the node
+    /// name with its unit address (`fabric-shell@43c00000`: Linux 6.12
+    /// names it `%pfwP`, seen on the real-kernel rig) and then without it
+    /// (`%pOFn`, older kernels).
+    pub uio_names: Vec<String>,
     /// The FPGA part the design was built for.
     pub part: String,
     /// The static region's interface id; partial images must match it.
@@ -372,12 +376,34 @@ pub struct SlotNode {
     pub partial: bool,
 }
 
-/// The u-dma-buf node.
+/// The DMA buffer, as the device tree describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DmaNode {
+    /// The node that describes it: the u-dma-buf node, or the shell's.
     pub path: String,
-    pub device_name: String,
+    pub provider: DmaProvider,
     pub size: u64,
+}
+
+/// Where the DMA buffer comes from (see [`crate::dma`] for each one's cache
+/// rule).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DmaProvider {
+    /// A u-dma-buf node: `/dev/<device_name>`.
+    UDmaBuf { device_name: String },
+    /// A map of the shell's UIO device: the shell's `reg` entry named
+    /// `"buffer"` in `reg-names`, which is UIO map `index`.
+    ShellMap { index: usize },
+}
+
+impl DmaNode {
+    /// A short description for logs and `fabricd probe`.
+    pub fn describe(&self) -> String {
+        match &self.provider {
+            DmaProvider::UDmaBuf { device_name } => format!("u-dma-buf {device_name}"),
+            DmaProvider::ShellMap { index } => format!("the shell's UIO map {index} (\"buffer\")"),
+        }
+    }
 }
 
 /// What the device tree says about the fabric.
@@ -414,9 +440,16 @@ pub fn discover(tree: &DtNode, source_name: &str) -> Result<Topology, DtError> {
             problem: "lacks \"generic-uio\", so uio_pdrv_genirq will not bind it".into(),
         });
     }
-    let uio_name = match shell.string("linux,uio-name")? {
-        Some(name) => name,
-        None => shell.base_name().to_owned(),
+    let uio_names = match shell.string("linux,uio-name")? {
+        Some(name) => vec![name],
+        None => {
+            let full = shell.path.rsplit('/').next().unwrap_or_default();
+            let mut names = vec![full.to_owned()];
+            if shell.base_name() != full {
+                names.push(shell.base_name().to_owned());
+            }
+            names
+        }
     };
     let part = shell.string("fabricd,part")?.ok_or_else(|| {
         shell.bad(
@@ -470,31 +503,119 @@ pub fn discover(tree: &DtNode, source_name: &str) -> Result<Topology, DtError> {
         }
     }
 
-    let dma = nodes
-        .iter()
-        .find(|n| n.is_compatible("ikwzm,u-dma-buf"))
-        .ok_or_else(|| missing("DMA buffer", "a node with compatible = \"ikwzm,u-dma-buf\""))?;
-    let device_name = dma
-        .string("device-name")?
-        .ok_or_else(|| dma.bad("device-name", "is missing"))?;
-    let size = dma
-        .u64_cells("size")?
-        .ok_or_else(|| dma.bad("size", "is missing"))?;
+    let dma = match shell_buffer(tree, shell)? {
+        Some(node) => node,
+        None => {
+            let dma = nodes
+                .iter()
+                .find(|n| n.is_compatible("ikwzm,u-dma-buf"))
+                .ok_or_else(|| {
+                    missing(
+                        "DMA buffer",
+                        "a node with compatible = \"ikwzm,u-dma-buf\", or a shell reg entry named \"buffer\" in reg-names",
+                    )
+                })?;
+            let device_name = dma
+                .string("device-name")?
+                .ok_or_else(|| dma.bad("device-name", "is missing"))?;
+            let size = dma
+                .u64_cells("size")?
+                .ok_or_else(|| dma.bad("size", "is missing"))?;
+            DmaNode {
+                path: dma.path.clone(),
+                provider: DmaProvider::UDmaBuf { device_name },
+                size,
+            }
+        }
+    };
 
     Ok(Topology {
         shell: ShellNode {
             path: shell.path.clone(),
-            uio_name,
+            uio_names,
             part,
             interface_id,
         },
         slots,
-        dma: DmaNode {
-            path: dma.path.clone(),
-            device_name,
-            size,
-        },
+        dma,
     })
+}
+
+/// The buffer as a map of the shell's UIO device, when the shell's
+/// `reg-names` names one `"buffer"`. uio_pdrv_genirq makes one map per
+/// `reg` entry, in order, so the entry's index is the map's; the register
+/// window must stay map 0, so `reg-names` must start with `"registers"`.
+fn shell_buffer(tree: &DtNode, shell: &DtNode) -> Result<Option<DmaNode>, DtError> {
+    let names = shell.strings("reg-names");
+    let Some(index) = names.iter().position(|n| *n == "buffer") else {
+        return Ok(None);
+    };
+    if names.first() != Some(&"registers") {
+        return Err(shell.bad(
+            "reg-names",
+            &format!(
+                "is {names:?}: the register window must be the first entry, named \"registers\" (UIO map 0)"
+            ),
+        ));
+    }
+    let reg = reg_entries(tree, shell)?;
+    let (_, size) = *reg.get(index).ok_or_else(|| {
+        shell.bad(
+            "reg",
+            &format!(
+                "has {} entries, but reg-names names entry {index} \"buffer\"",
+                reg.len()
+            ),
+        )
+    })?;
+    Ok(Some(DmaNode {
+        path: shell.path.clone(),
+        provider: DmaProvider::ShellMap { index },
+        size,
+    }))
+}
+
+/// A node's `reg` as (address, size) pairs, in the cells its parent
+/// declares (`#address-cells` 2 and `#size-cells` 1 when it declares none,
+/// as the devicetree specification says).
+fn reg_entries(tree: &DtNode, node: &DtNode) -> Result<Vec<(u64, u64)>, DtError> {
+    let parent_path = match node.path.rsplit_once('/') {
+        Some(("", _)) | None => "/",
+        Some((p, _)) => p,
+    };
+    let parent = tree.find(parent_path);
+    let cells = |prop: &'static str, default: usize| -> Result<usize, DtError> {
+        match parent.map(|p| p.u32(prop)).transpose()?.flatten() {
+            Some(n @ 1..=2) => Ok(n as usize),
+            None => Ok(default),
+            Some(n) => Err(DtError::BadProperty {
+                node: parent_path.to_owned(),
+                property: prop,
+                problem: format!("is {n}; fabricd reads addresses and sizes of 1 or 2 cells"),
+            }),
+        }
+    };
+    let (ac, sc) = (cells("#address-cells", 2)?, cells("#size-cells", 1)?);
+    let raw = node.props.get("reg").map(Vec::as_slice).unwrap_or_default();
+    let entry = (ac + sc) * 4;
+    if raw.is_empty() || !raw.len().is_multiple_of(entry) {
+        return Err(node.bad(
+            "reg",
+            &format!(
+                "is {} bytes, not a whole number of ({ac} + {sc})-cell entries",
+                raw.len()
+            ),
+        ));
+    }
+    let value = |b: &[u8]| {
+        b.chunks_exact(4).fold(0u64, |v, c| {
+            (v << 32) | u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        })
+    };
+    Ok(raw
+        .chunks_exact(entry)
+        .map(|e| (value(&e[..ac * 4]), value(&e[ac * 4..])))
+        .collect())
 }
 
 /// The overlay that programs PR slot region `region_path` with
@@ -555,13 +676,54 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         sample_tree(2).write_dir(dir.path()).expect("write");
         let topo = discover_live(dir.path()).expect("discover");
-        assert_eq!(topo.shell.uio_name, "fabric-shell");
+        assert_eq!(
+            topo.shell.uio_names,
+            ["fabric-shell@a0000000", "fabric-shell"]
+        );
         assert_eq!(topo.shell.path, "/amba_pl@0/fabric-shell@a0000000");
         assert_eq!(topo.shell.interface_id, 0x5eed_0001);
         assert_eq!(topo.slots.len(), 2);
         assert_eq!(topo.slots[1].path, "/amba_pl@0/fpga-region@1");
-        assert_eq!(topo.dma.device_name, "udmabuf-fabric");
+        assert_eq!(
+            topo.dma.provider,
+            DmaProvider::UDmaBuf {
+                device_name: "udmabuf-fabric".into()
+            }
+        );
         assert_eq!(topo.dma.size, 0x40_0000);
+    }
+
+    #[test]
+    fn a_shell_map_named_buffer_is_the_buffer() {
+        let mut tree = sample_tree(2);
+        let amba = &mut tree.children[0];
+        amba.set_cells("#address-cells", &[1]);
+        amba.set_cells("#size-cells", &[1]);
+        amba.children.retain(|n| !n.name.starts_with("udmabuf"));
+        let shell = &mut amba.children[0];
+        shell.set_cells("reg", &[0x43c0_0000, 0x1000, 0x4800_0000, 0x40_0000]);
+        shell.set_strings("reg-names", &["registers", "buffer"]);
+        let topo = discover(&tree, "t").expect("discover");
+        assert_eq!(topo.dma.provider, DmaProvider::ShellMap { index: 1 });
+        assert_eq!(topo.dma.size, 0x40_0000);
+        assert_eq!(topo.dma.path, topo.shell.path);
+
+        // Two-cell addresses, one-cell sizes: the default.
+        let amba = &mut tree.children[0];
+        amba.props.remove("#address-cells");
+        amba.props.remove("#size-cells");
+        amba.children[0].set_cells("reg", &[0, 0xa000_0000, 0x1000, 0x8, 0, 0x20_0000]);
+        assert_eq!(discover(&tree, "t").expect("discover").dma.size, 0x20_0000);
+
+        // The registers must stay map 0, and reg must have the entry.
+        let shell = &mut tree.children[0].children[0];
+        shell.set_strings("reg-names", &["buffer", "registers"]);
+        let err = discover(&tree, "t").expect_err("buffer first");
+        assert!(err.to_string().contains("\"registers\""), "{err}");
+        let shell = &mut tree.children[0].children[0];
+        shell.set_strings("reg-names", &["registers", "x", "buffer"]);
+        let err = discover(&tree, "t").expect_err("no third entry");
+        assert!(err.to_string().contains("entry 2"), "{err}");
     }
 
     #[test]
@@ -598,7 +760,10 @@ mod tests {
             .find(|n| n.name.starts_with("fabric-shell"))
             .expect("shell");
         shell.set_string("linux,uio-name", "shell0");
-        assert_eq!(discover(&tree, "t").expect("ok").shell.uio_name, "shell0");
+        assert_eq!(
+            discover(&tree, "t").expect("ok").shell.uio_names,
+            ["shell0"]
+        );
     }
 
     #[test]

@@ -1,9 +1,24 @@
-//! Shared DDR through u-dma-buf.
+//! Shared DDR: the buffer the rings and arenas live in.
 //!
-//! The buffer is physically contiguous; its physical address (sysfs
-//! `phys_addr`) goes into descriptors, the mapping of `/dev/udmabufN` is how
-//! the CPU reads and writes it. Unless the buffer is DMA-coherent, the mapping
-//! is cached and needs explicit maintenance:
+//! The buffer is physically contiguous; its physical address goes into
+//! descriptors, a mapping is how the CPU reads and writes it. It comes from
+//! one of two providers, and each sets its own cache rule:
+//!
+//! - **u-dma-buf** (`ikwzm,u-dma-buf`, an out-of-tree module the board image
+//!   builds): [`DmaBuf::open`]. Opened without `O_SYNC`, so the mapping is
+//!   cached, which is much faster for the arenas; the CPU copies freely and
+//!   does the maintenance below.
+//! - **a map of the shell's UIO device** over memory the kernel does not
+//!   own (a `reserved-memory` carve-out, or anything else the shell node's
+//!   `reg` names as `"buffer"`): [`DmaBuf::from_uio_map`]. Mainline needs no
+//!   module for it. UIO maps physical memory uncached
+//!   (`uio_mmap_physical()` sets `pgprot_noncached`: Device memory on
+//!   arm64), so no cache holds the data and no maintenance is needed; but
+//!   there, as in a register window, only aligned 32-bit accesses are safe,
+//!   so every copy goes a word at a time through a [`Mmio`] window.
+//!
+//! A cached u-dma-buf mapping, unless the buffer is DMA-coherent, needs
+//! explicit maintenance:
 //!
 //! - after the CPU writes and before the device reads: [`DmaBuf::sync_for_device`]
 //!   (clean the cache lines to DDR);
@@ -31,8 +46,11 @@ use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use crate::devtree::{DmaNode, DmaProvider};
+use crate::mmio::{Mmio, RegisterWindow};
 use crate::root::Root;
 use crate::sysfs::{self, SysfsError};
+use crate::uio::{UioDevice, UioError};
 
 /// Cache-line size that every sync range is widened to.
 pub const CACHE_LINE: u64 = 64;
@@ -54,6 +72,14 @@ pub enum DmaError {
     },
     #[error("{path}: a buffer of {size} bytes does not fit this machine's address space")]
     TooLarge { path: PathBuf, size: u64 },
+    #[error(transparent)]
+    Uio(#[from] UioError),
+    #[error("{what}: the device tree says {dt_size} bytes, the kernel mapped {mapped_size}")]
+    SizeMismatch {
+        what: String,
+        dt_size: u64,
+        mapped_size: u64,
+    },
     #[error("{what}: bytes {offset}..{end} are outside the {size}-byte buffer {path}")]
     OutOfRange {
         what: &'static str,
@@ -85,17 +111,31 @@ pub enum SyncDirection {
     FromDevice = 2,
 }
 
-/// An open, mapped u-dma-buf buffer. Unmapped on drop.
+/// An open, mapped DMA buffer. Unmapped on drop.
 #[derive(Debug)]
 pub struct DmaBuf {
     name: String,
+    /// What the mapping was made of, for errors.
     dev_path: PathBuf,
     phys_addr: u64,
     size: u64,
-    coherent: bool,
-    map: MmapRaw,
-    sync_for_cpu: SyncAttr,
-    sync_for_device: SyncAttr,
+    memory: Memory,
+}
+
+/// How the CPU reaches the buffer.
+#[derive(Debug)]
+enum Memory {
+    /// u-dma-buf, mapped cached: plain copies, then syncs (no-ops when the
+    /// buffer is DMA-coherent).
+    Cached {
+        map: MmapRaw,
+        coherent: bool,
+        sync_for_cpu: SyncAttr,
+        sync_for_device: SyncAttr,
+    },
+    /// Mapped uncached by the kernel: aligned 32-bit volatile accesses
+    /// only, and nothing to sync.
+    Uncached(Mmio),
 }
 
 #[derive(Debug)]
@@ -187,6 +227,23 @@ impl SyncAttr {
     }
 }
 
+/// Opens the buffer the device tree describes: a u-dma-buf device, or a map
+/// of `shell`, the shell's UIO device. Its size must be the tree's.
+pub fn open_buffer(root: &Root, node: &DmaNode, shell: &UioDevice) -> Result<DmaBuf, DmaError> {
+    let buf = match &node.provider {
+        DmaProvider::UDmaBuf { device_name } => DmaBuf::open(root, device_name)?,
+        DmaProvider::ShellMap { index } => DmaBuf::from_uio_map(shell, *index)?,
+    };
+    if buf.size() != node.size {
+        return Err(DmaError::SizeMismatch {
+            what: format!("the DMA buffer ({}, node {})", node.describe(), node.path),
+            dt_size: node.size,
+            mapped_size: buf.size(),
+        });
+    }
+    Ok(buf)
+}
+
 /// Words copied at a time by [`DmaBuf::write_u32s`] and
 /// [`DmaBuf::read_u32s`].
 const WORDS_CHUNK: usize = 64;
@@ -231,17 +288,56 @@ impl DmaBuf {
             })?;
         Ok(DmaBuf {
             name: name.to_owned(),
-            sync_for_cpu: SyncAttr::open(sys.join("sync_for_cpu"))?,
-            sync_for_device: SyncAttr::open(sys.join("sync_for_device"))?,
             dev_path,
             phys_addr,
             size,
-            coherent,
-            map,
+            memory: Memory::Cached {
+                map,
+                coherent,
+                sync_for_cpu: SyncAttr::open(sys.join("sync_for_cpu"))?,
+                sync_for_device: SyncAttr::open(sys.join("sync_for_device"))?,
+            },
         })
     }
 
-    /// The device name (`udmabuf-fabric`).
+    /// Maps map `index` of UIO device `device` (the shell's map named
+    /// `"buffer"`) as the buffer: its physical address and size are the
+    /// map's, from sysfs.
+    pub fn from_uio_map(device: &UioDevice, index: usize) -> Result<DmaBuf, DmaError> {
+        let info = device.maps.get(index).ok_or(UioError::NoSuchMap {
+            device: device.sys_path.clone(),
+            index,
+            count: device.maps.len(),
+        })?;
+        // UIO rounds a map's size up to whole pages from the block's start;
+        // the block itself is what follows `offset`.
+        let size = info.size.saturating_sub(info.offset);
+        let window = device.map(index, size)?;
+        let name = info
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}/map{index}", device.name));
+        Ok(DmaBuf::uncached(
+            name,
+            device.dev_path.clone(),
+            info.addr + info.offset,
+            window,
+        ))
+    }
+
+    /// A buffer over a window that is already mapped uncached at physical
+    /// address `phys_addr` (the simulator's view of DDR through `/dev/mem`).
+    pub fn uncached(name: String, dev_path: PathBuf, phys_addr: u64, window: Mmio) -> DmaBuf {
+        DmaBuf {
+            name,
+            dev_path,
+            phys_addr,
+            size: window.len() as u64,
+            memory: Memory::Uncached(window),
+        }
+    }
+
+    /// The buffer's name (`udmabuf-fabric`, or the UIO map's name).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -256,9 +352,13 @@ impl DmaBuf {
         self.size
     }
 
-    /// Whether hardware keeps the caches coherent (then syncs are no-ops).
+    /// Whether no cache maintenance is needed: hardware keeps the caches
+    /// coherent, or the mapping is uncached. Syncs are no-ops then.
     pub fn is_coherent(&self) -> bool {
-        self.coherent
+        match &self.memory {
+            Memory::Cached { coherent, .. } => *coherent,
+            Memory::Uncached(_) => true,
+        }
     }
 
     fn range(&self, what: &'static str, offset: u64, len: usize) -> Result<usize, DmaError> {
@@ -276,15 +376,25 @@ impl DmaBuf {
         Ok(offset as usize)
     }
 
-    /// Copies `data` into the buffer at `offset` (through the CPU cache).
+    /// Copies `data` into the buffer at `offset`.
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), DmaError> {
         let at = self.range("write", offset, data.len())?;
-        // SAFETY: `range` checked that `at..at + data.len()` lies inside the
-        // mapping, which lives as long as `self`. This is normal memory, so
-        // a plain copy is fine; the contract gives the host sole ownership
-        // of the regions it writes, so no one else writes them meanwhile.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.map.as_mut_ptr().add(at), data.len());
+        match &self.memory {
+            Memory::Cached { map, .. } => {
+                // SAFETY: `range` checked that `at..at + data.len()` lies
+                // inside the mapping, which lives as long as `self`. This is
+                // normal memory, so a plain copy is fine; the contract gives
+                // the host sole ownership of the regions it writes, so no
+                // one else writes them meanwhile.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr(),
+                        map.as_mut_ptr().add(at),
+                        data.len(),
+                    );
+                }
+            }
+            Memory::Uncached(w) => words::write(w, at, data),
         }
         Ok(())
     }
@@ -292,16 +402,31 @@ impl DmaBuf {
     /// Copies bytes out of the buffer at `offset` into `out`.
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), DmaError> {
         let at = self.range("read", offset, out.len())?;
-        // SAFETY: as in `write`: in bounds, alive, and `out` cannot overlap
-        // the mapping because it is a unique borrow of other memory.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.map.as_ptr().add(at), out.as_mut_ptr(), out.len());
+        match &self.memory {
+            Memory::Cached { map, .. } => {
+                // SAFETY: as in `write`: in bounds, alive, and `out` cannot
+                // overlap the mapping because it is a unique borrow of other
+                // memory.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        map.as_ptr().add(at),
+                        out.as_mut_ptr(),
+                        out.len(),
+                    );
+                }
+            }
+            Memory::Uncached(w) => words::read(w, at, out),
         }
         Ok(())
     }
 
     /// Writes little-endian `u32` words at `offset`.
     pub fn write_u32s(&self, offset: u64, words: &[u32]) -> Result<(), DmaError> {
+        if let Memory::Uncached(w) = &self.memory {
+            let at = self.range("write", offset, words.len() * 4)?;
+            words::write_u32s(w, at, words);
+            return Ok(());
+        }
         // Through a stack buffer: no allocation per prompt.
         let mut buf = [0u8; WORDS_CHUNK * 4];
         for (i, chunk) in words.chunks(WORDS_CHUNK).enumerate() {
@@ -316,6 +441,11 @@ impl DmaBuf {
 
     /// Reads little-endian `u32` words at `offset`.
     pub fn read_u32s(&self, offset: u64, out: &mut [u32]) -> Result<(), DmaError> {
+        if let Memory::Uncached(w) = &self.memory {
+            let at = self.range("read", offset, out.len() * 4)?;
+            words::read_u32s(w, at, out);
+            return Ok(());
+        }
         let mut buf = [0u8; WORDS_CHUNK * 4];
         for (i, chunk) in out.chunks_mut(WORDS_CHUNK).enumerate() {
             let bytes = &mut buf[..chunk.len() * 4];
@@ -330,21 +460,31 @@ impl DmaBuf {
     /// Cleans the CPU cache for `offset..offset + len` so the device reads
     /// what the CPU wrote.
     pub fn sync_for_device(&self, offset: u64, len: u64) -> Result<(), DmaError> {
-        if self.coherent || len == 0 {
-            return Ok(());
+        match &self.memory {
+            Memory::Cached {
+                coherent: false,
+                sync_for_device,
+                ..
+            } if len > 0 => {
+                sync_for_device.run(self.command(offset, len, SyncDirection::ToDevice)?)
+            }
+            _ => Ok(()),
         }
-        let command = self.command(offset, len, SyncDirection::ToDevice)?;
-        self.sync_for_device.run(command)
     }
 
     /// Invalidates the CPU cache for `offset..offset + len` so the CPU reads
     /// what the device wrote.
     pub fn sync_for_cpu(&self, offset: u64, len: u64) -> Result<(), DmaError> {
-        if self.coherent || len == 0 {
-            return Ok(());
+        match &self.memory {
+            Memory::Cached {
+                coherent: false,
+                sync_for_cpu,
+                ..
+            } if len > 0 => {
+                sync_for_cpu.run(self.command(offset, len, SyncDirection::FromDevice)?)
+            }
+            _ => Ok(()),
         }
-        let command = self.command(offset, len, SyncDirection::FromDevice)?;
-        self.sync_for_cpu.run(command)
     }
 
     fn command(&self, offset: u64, len: u64, dir: SyncDirection) -> Result<u64, DmaError> {
@@ -362,6 +502,72 @@ impl DmaBuf {
             });
         }
         Ok(encode_sync_command(start, end - start, dir))
+    }
+}
+
+/// Copies through an uncached window, where only aligned 32-bit accesses are
+/// safe. A byte range that starts or ends inside a word reads that word and
+/// writes it back whole; the contract's regions are word aligned and each
+/// has one writer, so the merged bytes are the writer's own.
+mod words {
+    use crate::mmio::RegisterWindow;
+
+    pub fn write(w: &dyn RegisterWindow, at: usize, data: &[u8]) {
+        let mut pos = at;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let word = pos & !3;
+            let skip = pos - word;
+            let take = (4 - skip).min(rest.len());
+            let value = if skip == 0 && take == 4 {
+                u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]])
+            } else {
+                let mut bytes = w.read32(word).to_le_bytes();
+                bytes[skip..skip + take].copy_from_slice(&rest[..take]);
+                u32::from_le_bytes(bytes)
+            };
+            w.write32(word, value);
+            pos += take;
+            rest = &rest[take..];
+        }
+    }
+
+    pub fn read(w: &dyn RegisterWindow, at: usize, out: &mut [u8]) {
+        let mut pos = at;
+        let mut done = 0;
+        while done < out.len() {
+            let word = pos & !3;
+            let skip = pos - word;
+            let take = (4 - skip).min(out.len() - done);
+            let bytes = w.read32(word).to_le_bytes();
+            out[done..done + take].copy_from_slice(&bytes[skip..skip + take]);
+            pos += take;
+            done += take;
+        }
+    }
+
+    pub fn write_u32s(w: &dyn RegisterWindow, at: usize, words: &[u32]) {
+        if at.is_multiple_of(4) {
+            for (i, v) in words.iter().enumerate() {
+                w.write32(at + i * 4, *v);
+            }
+        } else {
+            for (i, v) in words.iter().enumerate() {
+                write(w, at + i * 4, &v.to_le_bytes());
+            }
+        }
+    }
+
+    pub fn read_u32s(w: &dyn RegisterWindow, at: usize, out: &mut [u32]) {
+        for (i, v) in out.iter_mut().enumerate() {
+            *v = if at.is_multiple_of(4) {
+                w.read32(at + i * 4)
+            } else {
+                let mut b = [0u8; 4];
+                read(w, at + i * 4, &mut b);
+                u32::from_le_bytes(b)
+            };
+        }
     }
 }
 

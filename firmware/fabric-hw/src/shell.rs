@@ -177,7 +177,7 @@ impl Shell {
     /// Finds the shell's UIO device, maps its registers and checks MAGIC,
     /// VERSION and CAPS against the contract and the device tree.
     pub fn attach(root: &Root, topo: &Topology) -> Result<Shell, ShellError> {
-        let device = UioDevice::find(root, &topo.shell.uio_name)?;
+        let device = UioDevice::find_any(root, &topo.shell.uio_names)?;
         let regs = device.map(0, WINDOW_LEN as u64)?;
         let shell = Shell::from_window(Box::new(regs), device)?;
         if shell.info.slots != topo.slots.len() {

@@ -171,6 +171,23 @@ impl UioDevice {
         })
     }
 
+    /// The one device with the first of `names` that any device has (the
+    /// names a kernel may give one device: see
+    /// [`crate::devtree::ShellNode::uio_names`]).
+    pub fn find_any(root: &Root, names: &[String]) -> Result<UioDevice, UioError> {
+        for name in names {
+            match Self::find(root, name) {
+                Err(UioError::NotFound { .. }) => {}
+                found => return found,
+            }
+        }
+        Err(UioError::NotFound {
+            name: names.join("\" or \""),
+            path: root.uio_class(),
+            found: Self::list(root)?.into_iter().map(|d| d.name).collect(),
+        })
+    }
+
     fn load(root: &Root, sys_path: &Path, number: u32) -> Result<UioDevice, UioError> {
         let name = sysfs::read_string(&sys_path.join("name"))?;
         let mut maps = Vec::new();

@@ -15,7 +15,7 @@ use clap::Parser;
 pub struct SimConfig {
     /// Directory to lay the board's /sys, /dev, /proc/device-tree, configfs
     /// and /lib/firmware out in. Created if missing.
-    #[arg(long)]
+    #[arg(long, required_unless_present = "kernel", default_value = "")]
     pub root: PathBuf,
     /// Multiplies every simulated duration (0 makes the fabric infinitely
     /// fast; 0.01 runs a 25 s reflash in 250 ms).
@@ -63,6 +63,11 @@ pub struct SimConfig {
     /// Make the DMA buffer coherent (no cache maintenance needed).
     #[arg(long)]
     pub dma_coherent: bool,
+    /// Give the DMA buffer as a second map of the shell's UIO device (reg
+    /// entry "buffer", mapped uncached, as on a kernel without u-dma-buf)
+    /// instead of a u-dma-buf device.
+    #[arg(long)]
+    pub uio_buffer: bool,
     /// Where configfs is mounted on the simulated board.
     #[arg(long, default_value = "/sys/kernel/config")]
     pub configfs: String,
@@ -95,6 +100,70 @@ pub struct SimConfig {
     /// Report this MAGIC, for testing refusals.
     #[arg(long, default_value = "0x46414252", value_parser = parse_u32, hide = true)]
     pub shell_magic: u32,
+    /// The DMA buffer's physical address (the simulated board's; `--kernel`
+    /// takes `--buffer-addr`).
+    #[arg(skip = crate::layout::DMA_PHYS)]
+    pub dma_phys: u64,
+    /// Play the PL on a real kernel, through physical memory, instead of
+    /// laying out a simulated board (the real-kernel rig; see
+    /// `fabric_sim::kernel`). The addresses below are the shell design's.
+    #[arg(long)]
+    pub kernel: bool,
+    #[command(flatten)]
+    pub pl: PlArgs,
+}
+
+/// Where the PL's pieces are, for `--kernel` (defaults: the rig's
+/// Zynq-7000 design, `tests/kernel/shell-rig.dtso`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct PlArgs {
+    /// The file that is physical memory.
+    #[arg(long, default_value = "/dev/mem")]
+    pub mem: PathBuf,
+    /// The shell's register window.
+    #[arg(long, default_value = "0x43c00000", value_parser = parse_u64)]
+    pub shell_addr: u64,
+    /// Each slot's PR decoupler, in slot order.
+    #[arg(long = "decoupler-addr", value_parser = parse_u64, default_values = ["0x43c10000", "0x43c20000"])]
+    pub decoupler_addr: Vec<u64>,
+    /// The configuration port (`zynq_pcap_qemu`'s `port`).
+    #[arg(long, default_value = "0x44000000", value_parser = parse_u64)]
+    pub port_addr: u64,
+    #[arg(long, default_value = "0x1000000", value_parser = parse_u64)]
+    pub port_size: u64,
+    /// The DMA buffer (`--dma-size` bytes).
+    #[arg(long, default_value = "0x48000000", value_parser = parse_u64)]
+    pub buffer_addr: u64,
+    /// The GIC distributor.
+    #[arg(long, default_value = "0xf8f01000", value_parser = parse_u64)]
+    pub gic_dist: u64,
+    /// The shell's interrupt id (SPI 29 is id 61).
+    #[arg(long, default_value_t = 61)]
+    pub irq: u32,
+}
+
+impl PlArgs {
+    /// The map `fabric_sim::kernel` takes.
+    pub fn map(&self) -> crate::kernel::Map {
+        crate::kernel::Map {
+            mem: self.mem.clone(),
+            shell: self.shell_addr,
+            decouplers: self.decoupler_addr.clone(),
+            port: self.port_addr,
+            port_size: self.port_size,
+            buffer: self.buffer_addr,
+            gic_dist: self.gic_dist,
+            irq: self.irq,
+        }
+    }
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    }
+    .map_err(|e| format!("{s:?}: {e}"))
 }
 
 fn parse_u32(s: &str) -> Result<u32, String> {

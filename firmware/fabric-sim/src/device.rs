@@ -27,7 +27,6 @@ use fabric_model::ngram::Generator;
 use fabric_model::Model;
 
 use crate::config::SimConfig;
-use crate::layout::DMA_PHYS;
 
 /// A model programmed into a slot.
 #[derive(Debug, Clone)]
@@ -451,7 +450,7 @@ impl Fabric {
     }
 
     fn dram_offset(&self, phys: u64, len: u64) -> Option<usize> {
-        let off = phys.checked_sub(DMA_PHYS)?;
+        let off = phys.checked_sub(self.config.dma_phys)?;
         let end = off.checked_add(len)?;
         (end <= self.dram.len() as u64).then_some(off as usize)
     }

@@ -63,16 +63,25 @@ impl Paths {
     }
 }
 
-/// The device-tree path of slot `s`'s region.
+/// The path of the base FPGA region, as the KV260's base tree has it
+/// (zynqmp.dtsi: `fpga_full: fpga-region`).
+pub const BASE_REGION: &str = "/fpga-region";
+
+/// The device-tree path of slot `s`'s region: a child of the base region,
+/// as `device-tree/fabricd-shell-kv260.dtso` puts it, so that it finds its
+/// manager (`rules::region_manager`).
 pub fn region_path(s: u8) -> String {
-    format!("/fpga-region-slot{s}")
+    format!("{BASE_REGION}/fpga-region-slot{s}")
 }
 
-/// The base device tree of the simulated board, as the kernel shows it;
-/// `device-tree/sim-board.dts` is the same tree in source form.
+/// The base device tree of the simulated board, as the kernel shows it
+/// once the shell overlay is applied: a KV260-like base tree with the
+/// shell under its base FPGA region. `device-tree/sim-board.dts` is the
+/// same tree in source form.
 pub fn base_tree(config: &SimConfig) -> DtNode {
     const GIC: u32 = 1;
     const PCAP: u32 = 2;
+    const FPGA_FULL: u32 = 3;
     let mut root = DtNode {
         path: "/".into(),
         ..DtNode::default()
@@ -90,26 +99,43 @@ pub fn base_tree(config: &SimConfig) -> DtNode {
     let pcap = root.add_child("pcap");
     pcap.set_strings("compatible", &["xlnx,zynqmp-pcap-fpga"]);
     pcap.set_cells("phandle", &[PCAP]);
-    let fpga_full = root.add_child("fpga-full");
+    let fpga_full = root.add_child(BASE_REGION.trim_start_matches('/'));
     fpga_full.set_strings("compatible", &["fpga-region"]);
     fpga_full.set_cells("fpga-mgr", &[PCAP]);
     fpga_full.set_cells("#address-cells", &[2]);
     fpga_full.set_cells("#size-cells", &[2]);
-    let amba = root.add_child("amba_pl@0");
-    amba.set_strings("compatible", &["simple-bus"]);
-    amba.set_cells("#address-cells", &[2]);
-    amba.set_cells("#size-cells", &[2]);
-    amba.set_cells("ranges", &[0, 0, 0, 0, 1, 0]);
-    let shell = amba.add_child(&format!("{SHELL_UIO_NAME}@{SHELL_PHYS:x}"));
+    fpga_full.set_flag("ranges");
+    fpga_full.set_cells("phandle", &[FPGA_FULL]);
+    fpga_full.set_string("firmware-name", "fabricd/shell/shell.bin");
+    let shell = fpga_full.add_child(&format!("{SHELL_UIO_NAME}@{SHELL_PHYS:x}"));
     shell.set_strings("compatible", &[SHELL_COMPATIBLE, "generic-uio"]);
-    shell.set_cells("reg", &[0, SHELL_PHYS as u32, 0, 0x1000]);
+    if config.uio_buffer {
+        let (hi, lo) = ((DMA_PHYS >> 32) as u32, DMA_PHYS as u32);
+        let size = config.dma_size;
+        shell.set_cells(
+            "reg",
+            &[
+                0,
+                SHELL_PHYS as u32,
+                0,
+                0x1000,
+                hi,
+                lo,
+                (size >> 32) as u32,
+                size as u32,
+            ],
+        );
+        shell.set_strings("reg-names", &["registers", "buffer"]);
+    } else {
+        shell.set_cells("reg", &[0, SHELL_PHYS as u32, 0, 0x1000]);
+    }
     shell.set_cells("interrupt-parent", &[GIC]);
     shell.set_cells("interrupts", &[0, 89, 4]);
     shell.set_string("fabricd,part", &config.part);
     shell.set_cells("fabricd,interface-id", &[config.interface_id]);
     for s in 0..config.slots {
         let addr = SHELL_PHYS + 0x10000 * (u64::from(s) + 1);
-        let decoupler = amba.add_child(&format!("pr-decoupler@{addr:x}"));
+        let decoupler = fpga_full.add_child(&format!("pr-decoupler@{addr:x}"));
         decoupler.set_strings(
             "compatible",
             &["xlnx,pr-decoupler-1.00", "xlnx,pr-decoupler"],
@@ -118,23 +144,32 @@ pub fn base_tree(config: &SimConfig) -> DtNode {
         decoupler.set_cells("phandle", &[0x10 + u32::from(s)]);
     }
     for s in 0..config.slots {
-        let region = root.add_child(region_path(s).trim_start_matches('/'));
+        let region = fpga_full.add_child(&format!("fpga-region-slot{s}"));
         region.set_strings("compatible", &["fpga-region"]);
         region.set_cells("fabricd,slot", &[u32::from(s)]);
         region.set_cells("fpga-bridges", &[0x10 + u32::from(s)]);
         region.set_cells("#address-cells", &[2]);
         region.set_cells("#size-cells", &[2]);
+        region.set_flag("ranges");
     }
-    let dma = root.add_child(DMA_NAME);
-    dma.set_strings("compatible", &["ikwzm,u-dma-buf"]);
-    dma.set_string("device-name", DMA_NAME);
-    dma.set_cells(
-        "size",
-        &[(config.dma_size >> 32) as u32, config.dma_size as u32],
-    );
-    if config.dma_coherent {
-        dma.set_flag("dma-coherent");
+    if !config.uio_buffer {
+        let dma = fpga_full.add_child(DMA_NAME);
+        dma.set_strings("compatible", &["ikwzm,u-dma-buf"]);
+        dma.set_string("device-name", DMA_NAME);
+        dma.set_cells(
+            "size",
+            &[(config.dma_size >> 32) as u32, config.dma_size as u32],
+        );
+        if config.dma_coherent {
+            dma.set_flag("dma-coherent");
+        }
     }
+    // The base tree was built with -@ (as BR2_LINUX_KERNEL_DTB_OVERLAY_SUPPORT
+    // does), so overlays can refer to its labels.
+    let symbols = root.add_child("__symbols__");
+    symbols.set_string("gic", "/interrupt-controller");
+    symbols.set_string("zynqmp_pcap", "/pcap");
+    symbols.set_string("fpga_full", BASE_REGION);
     root
 }
 
@@ -173,7 +208,13 @@ pub fn create(config: &SimConfig, paths: &Paths) -> io::Result<()> {
     base_tree(config).write_dir(&root.device_tree())?;
 
     let uio = root.uio_class().join("uio0");
-    write(&uio.join("name"), &format!("{SHELL_UIO_NAME}\n"))?;
+    let page = fabric_hw::uio::page_size().map_err(|e| io::Error::other(e.to_string()))?;
+    // uio_pdrv_genirq names the device after its node, with the unit
+    // address (`%pfwP` in Linux 6.12's uio_pdrv_genirq_probe()).
+    write(
+        &uio.join("name"),
+        &format!("{SHELL_UIO_NAME}@{SHELL_PHYS:x}\n"),
+    )?;
     write(&uio.join("version"), "devicetree\n")?;
     write(&uio.join("event"), "0\n")?;
     let map = uio.join("maps/map0");
@@ -186,35 +227,24 @@ pub fn create(config: &SimConfig, paths: &Paths) -> io::Result<()> {
     write(&map.join("offset"), "0x0\n")?;
     fs::create_dir_all(root.path("/dev"))?;
     fs::write(&paths.regs, vec![0u8; REG_FILE_LEN])?;
-
-    let sys = &paths.dma_sys;
-    write(&sys.join("driver_version"), "5.0.0-sim\n")?;
-    write(&sys.join("phys_addr"), &format!("0x{DMA_PHYS:016x}\n"))?;
-    write(&sys.join("size"), &format!("{}\n", config.dma_size))?;
-    write(&sys.join("sync_mode"), "1\n")?;
-    write(&sys.join("sync_offset"), "0x0\n")?;
-    write(&sys.join("sync_size"), &format!("{}\n", config.dma_size))?;
-    write(&sys.join("sync_direction"), "0\n")?;
-    write(&sys.join("sync_owner"), "0\n")?;
-    write(&sys.join("sync_for_cpu"), "0\n")?;
-    write(&sys.join("sync_for_device"), "0\n")?;
-    write(
-        &sys.join("dma_coherent"),
-        if config.dma_coherent { "1\n" } else { "0\n" },
-    )?;
-    let dma = fs::File::create(&paths.dma_dev)?;
-    dma.set_len(config.dma_size)?;
-
-    let mgr = &paths.fpga_mgr;
-    write(
-        &mgr.join("name"),
-        "Xilinx ZynqMP FPGA Manager (simulated)\n",
-    )?;
-    write(&mgr.join("state"), "operating\n")?;
-    write(&mgr.join("status"), "\n")?;
-    write(&mgr.join("flags"), "0\n")?;
-    write(&mgr.join("firmware"), "")?;
-
+    if config.uio_buffer {
+        // The buffer is the shell's second map: UIO serves map M at file
+        // offset M × page size, so here it is the file's bytes from one
+        // page on. uio_pdrv_genirq names each map after its reg-names entry.
+        let map = uio.join("maps/map1");
+        write(&map.join("name"), "buffer\n")?;
+        write(&map.join("addr"), &format!("0x{DMA_PHYS:016x}\n"))?;
+        write(&map.join("size"), &format!("0x{:016x}\n", config.dma_size))?;
+        write(&map.join("offset"), "0x0\n")?;
+        fs::File::options()
+            .write(true)
+            .open(&paths.regs)?
+            .set_len(page + config.dma_size)?;
+        write(&uio.join("maps/map0/name"), "registers\n")?;
+    } else {
+        create_udmabuf(config, paths)?;
+    }
+    create_manager(paths)?;
     if !config.no_configfs {
         fs::create_dir_all(&paths.overlays)?;
     }
@@ -231,6 +261,38 @@ pub fn create(config: &SimConfig, paths: &Paths) -> io::Result<()> {
     }
     write(&paths.sim_dir.join("faults"), "")?;
     Ok(())
+}
+
+fn create_udmabuf(config: &SimConfig, paths: &Paths) -> io::Result<()> {
+    let sys = &paths.dma_sys;
+    write(&sys.join("driver_version"), "5.0.0-sim\n")?;
+    write(&sys.join("phys_addr"), &format!("0x{DMA_PHYS:016x}\n"))?;
+    write(&sys.join("size"), &format!("{}\n", config.dma_size))?;
+    write(&sys.join("sync_mode"), "1\n")?;
+    write(&sys.join("sync_offset"), "0x0\n")?;
+    write(&sys.join("sync_size"), &format!("{}\n", config.dma_size))?;
+    write(&sys.join("sync_direction"), "0\n")?;
+    write(&sys.join("sync_owner"), "0\n")?;
+    write(&sys.join("sync_for_cpu"), "0\n")?;
+    write(&sys.join("sync_for_device"), "0\n")?;
+    write(
+        &sys.join("dma_coherent"),
+        if config.dma_coherent { "1\n" } else { "0\n" },
+    )?;
+    let dma = fs::File::create(&paths.dma_dev)?;
+    dma.set_len(config.dma_size)
+}
+
+fn create_manager(paths: &Paths) -> io::Result<()> {
+    let mgr = &paths.fpga_mgr;
+    write(
+        &mgr.join("name"),
+        "Xilinx ZynqMP FPGA Manager (simulated)\n",
+    )?;
+    write(&mgr.join("state"), "operating\n")?;
+    write(&mgr.join("status"), "\n")?;
+    write(&mgr.join("flags"), "0\n")?;
+    write(&mgr.join("firmware"), "")
 }
 
 /// Whether `name` is a plain file name.

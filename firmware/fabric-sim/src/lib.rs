@@ -14,6 +14,10 @@
 //! - `watch`: inotify on the sync attributes, overlays, FPGA manager and
 //!   fault file.
 //! - `reconfig`: partial (overlay) and full (FPGA manager) loads.
+//! - [`rules`]: what the real kernel enforces, each rule naming its kernel
+//!   function; reconfiguration and layout follow them.
+//! - [`kernel`]: `--kernel`, the same fabric behind a real kernel's objects,
+//!   in the real-kernel rig.
 //!
 //! # Threads
 //! The sequencer thread runs [`device::Fabric::tick`] at least every poll
@@ -28,8 +32,10 @@
 pub mod config;
 pub mod device;
 mod irq;
+pub mod kernel;
 pub mod layout;
 mod reconfig;
+pub mod rules;
 mod watch;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -145,8 +151,24 @@ impl Simulator {
             .map_err(|e| SimError::Map(format!("{}: {e}", paths.regs.display())))?;
         let regs = Mmio::map(&regs_file, &paths.regs, 0, 0, WINDOW_LEN)
             .map_err(|e| SimError::Map(e.to_string()))?;
-        let cpu_view = DmaBuf::open(&paths.root, layout::DMA_NAME)
-            .map_err(|e| SimError::Map(e.to_string()))?;
+        let mut config = config;
+        let cpu_view = if config.uio_buffer {
+            // Uncached: no cache stands between the two sides.
+            config.dma_coherent = true;
+            let page = fabric_hw::uio::page_size().map_err(|e| SimError::Map(e.to_string()))?;
+            let len = usize::try_from(config.dma_size)
+                .map_err(|_| SimError::Config("--dma-size does not fit".into()))?;
+            let window = Mmio::map(&regs_file, &paths.regs, page, 0, len)
+                .map_err(|e| SimError::Map(e.to_string()))?;
+            DmaBuf::uncached(
+                "buffer".into(),
+                paths.regs.clone(),
+                layout::DMA_PHYS,
+                window,
+            )
+        } else {
+            DmaBuf::open(&paths.root, layout::DMA_NAME).map_err(|e| SimError::Map(e.to_string()))?
+        };
         let mut fabric = Fabric::new(config.clone(), regs, cpu_view);
         for arg in &config.load {
             let (slot, loaded) = reconfig::boot_image(&config, arg)?;
@@ -328,6 +350,9 @@ pub fn run(config: SimConfig) -> std::process::ExitCode {
             return std::process::ExitCode::SUCCESS;
         }
     }
+    if config.kernel {
+        return run_kernel(config, signals);
+    }
     let sim = match Simulator::start(config) {
         Ok(sim) => sim,
         Err(e) => {
@@ -341,6 +366,36 @@ pub fn run(config: SimConfig) -> std::process::ExitCode {
     }
     sim.stop();
     std::process::ExitCode::SUCCESS
+}
+
+/// `--kernel`: the device side runs on a thread of its own until a signal.
+fn run_kernel(mut config: SimConfig, signals: nix::sys::signal::SigSet) -> std::process::ExitCode {
+    // UIO maps the buffer uncached: no cache stands between the two sides.
+    config.dma_coherent = true;
+    config.dma_phys = config.pl.buffer_addr;
+    let map = config.pl.map();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let device = thread::spawn(move || kernel::run(config, &map, &s));
+    let waiter = stop.clone();
+    thread::spawn(move || {
+        match signals.wait() {
+            Ok(sig) => log::info!("fabric-sim: {sig:?}, stopping"),
+            Err(e) => log::warn!("fabric-sim: waiting for a signal: {e}"),
+        }
+        waiter.store(true, Ordering::Relaxed);
+    });
+    match device.join() {
+        Ok(Ok(())) => std::process::ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            eprintln!("fabric-sim: {e}");
+            std::process::ExitCode::FAILURE
+        }
+        Err(_) => {
+            eprintln!("fabric-sim: the device thread panicked");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 /// The file the simulator writes once the board is up (its pid).

@@ -9,7 +9,7 @@
 //! manager's `state`.
 
 use std::fs;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,14 +21,15 @@ use sha2::{Digest, Sha256};
 use crate::config::SimConfig;
 use crate::device::Loaded;
 use crate::layout::region_path;
+use crate::rules;
 use crate::{Shared, SimError};
 
 /// Slot error codes the shell reports when a load fails.
 const ERR_NO_IMAGE: u8 = 1;
-const ERR_BAD_IMAGE: u8 = 2;
+pub(crate) const ERR_BAD_IMAGE: u8 = 2;
 const ERR_PROGRAMMING: u8 = 3;
 
-fn decode(bytes: &[u8], overlay: Option<String>) -> Result<Loaded, String> {
+pub(crate) fn decode(bytes: &[u8], overlay: Option<String>) -> Result<Loaded, String> {
     let loaded = image::load(bytes).map_err(|e| e.to_string())?;
     Ok(Loaded {
         model: Arc::new(loaded.model),
@@ -71,15 +72,13 @@ pub(crate) fn boot_image(config: &SimConfig, arg: &str) -> Result<(usize, Loaded
 }
 
 /// A name under `/lib/firmware`, as the kernel's firmware loader resolves
-/// it: relative, without `..`.
+/// it (`rules::firmware_relative`).
 fn firmware_path(shared: &Shared, name: &str) -> Result<PathBuf, String> {
-    let rel = Path::new(name.trim());
-    if rel.as_os_str().is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-        return Err(format!(
-            "firmware name {name:?} is not a plain relative path"
-        ));
-    }
-    Ok(shared.paths.root.firmware_dir().join(rel))
+    Ok(shared
+        .paths
+        .root
+        .firmware_dir()
+        .join(rules::firmware_relative(name)?))
 }
 
 fn write_status(shared: &Shared, overlay: &str, status: &str) {
@@ -98,11 +97,24 @@ fn region_dir(shared: &Shared, slot: usize) -> PathBuf {
         .join(path.trim_start_matches('/'))
 }
 
+/// What applying an overlay came to.
+enum Applied {
+    /// The slot was programmed.
+    Programmed(usize),
+    /// The OF core applied the overlay, but no region took it: nothing was
+    /// programmed (`rules::region_manager`).
+    Quietly(String),
+}
+
 /// Applies overlay `name`, whose `path` attribute reads `dtbo`.
 pub(crate) fn apply_overlay(shared: &Shared, name: &str, dtbo: &str) {
     match program_overlay(shared, name, dtbo) {
-        Ok(slot) => {
+        Ok(Applied::Programmed(slot)) => {
             log::info!("fabric-sim: overlay {name} applied to slot {slot}");
+            write_status(shared, name, "applied");
+        }
+        Ok(Applied::Quietly(why)) => {
+            log::warn!("fabric-sim: overlay {name} applied, nothing programmed: {why}");
             write_status(shared, name, "applied");
         }
         Err(e) => {
@@ -112,20 +124,39 @@ pub(crate) fn apply_overlay(shared: &Shared, name: &str, dtbo: &str) {
     }
 }
 
-fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<usize, String> {
+fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<Applied, String> {
     let path = firmware_path(shared, dtbo)?;
     let blob = fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let tree = DtNode::from_blob(&blob, &path).map_err(|e| e.to_string())?;
+    // The live tree, as it is now: what the kernel's rules look at.
+    let live = DtNode::from_dir(&shared.paths.root.device_tree()).map_err(|e| e.to_string())?;
+    rules::resolve_fixups(&tree, &live)?;
     let fragment = tree
         .walk()
         .into_iter()
-        .find(|n| n.props.contains_key("target-path"))
-        .ok_or("no fragment with a target-path")?
+        .find(|n| n.props.contains_key("target-path") || n.props.contains_key("target"))
+        .ok_or("no fragment with a target or target-path")?
         .clone();
-    let target = fragment
-        .string("target-path")
-        .map_err(|e| e.to_string())?
-        .unwrap_or_default();
+    let target = match fragment.string("target-path").map_err(|e| e.to_string())? {
+        Some(path) => path,
+        None => {
+            // `target = <&label>`: a fixup names the label; the live
+            // __symbols__ give its path.
+            let label = tree
+                .find("/__fixups__")
+                .and_then(|f| {
+                    f.props.iter().find_map(|(label, v)| {
+                        let uses = String::from_utf8_lossy(v).into_owned();
+                        uses.contains(&format!("{}:target:", fragment.path))
+                            .then(|| label.clone())
+                    })
+                })
+                .ok_or("the fragment's target is no label the overlay fixes up")?;
+            live.find("/__symbols__")
+                .and_then(|s| rules::string_prop(s, &label))
+                .ok_or_else(|| format!("label {label:?} is not in the live __symbols__"))?
+        }
+    };
     let overlay = fragment
         .children
         .iter()
@@ -133,8 +164,17 @@ fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<usize, Str
         .ok_or("the fragment has no __overlay__ node")?;
     let slot = (0..shared.config.slots)
         .find(|&s| region_path(s) == target)
-        .ok_or_else(|| format!("target-path {target:?} is not a PR region of this shell"))?
+        .ok_or_else(|| format!("target {target:?} is not a PR region of this shell"))?
         as usize;
+    let region = live
+        .find(&target)
+        .ok_or_else(|| format!("target {target:?} is not in the live tree"))?;
+    if rules::region_manager(&live, &target).is_none() {
+        return Ok(Applied::Quietly(format!(
+            "region {target} has no fpga-mgr, nor an ancestor region with one: it never probed"
+        )));
+    }
+    rules::region_bridges(&live, region)?;
     let firmware = overlay
         .string("firmware-name")
         .map_err(|e| e.to_string())?
@@ -193,7 +233,7 @@ fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<usize, Str
         "fabric-sim: slot {slot} now runs {model} ({} bytes in {time:?})",
         bytes.len()
     );
-    Ok(slot)
+    Ok(Applied::Programmed(slot))
 }
 
 /// Overlay `name` was removed: its region is emptied and stays decoupled.
@@ -213,6 +253,7 @@ pub(crate) fn remove_overlay(shared: &Shared, name: &str) {
 }
 
 fn set_state(shared: &Shared, state: &str) {
+    debug_assert!(rules::MANAGER_STATES.contains(&state), "{state:?}");
     let _ = fs::write(shared.paths.fpga_mgr.join("state"), format!("{state}\n"));
 }
 

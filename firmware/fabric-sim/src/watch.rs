@@ -37,7 +37,9 @@ impl Watcher {
             applied: HashSet::new(),
         };
         let p = &shared.paths;
-        w.add(&p.dma_sys, WatchMask::MODIFY, Watched::Dma)?;
+        if p.dma_sys.is_dir() {
+            w.add(&p.dma_sys, WatchMask::MODIFY, Watched::Dma)?;
+        }
         w.add(
             &p.fpga_mgr,
             WatchMask::MODIFY | WatchMask::CLOSE_WRITE,

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use fabric_hw::contract::{CqeStatus, Finish};
 use fabric_hw::devtree::{self, DtError, Topology};
-use fabric_hw::dma::{DmaBuf, DmaError};
+use fabric_hw::dma::{self, DmaBuf, DmaError};
 use fabric_hw::shell::{Completion, RingConfig, Rings, Shell, ShellError, ShellInfo, Submission};
 use fabric_hw::uio::{UioError, UioIrq};
 use fabric_hw::Root;
@@ -37,12 +37,6 @@ pub enum AttachError {
     Dma(#[from] DmaError),
     #[error(transparent)]
     Uio(#[from] UioError),
-    #[error("the device tree says the DMA buffer {name} is {dt_size} bytes, its sysfs size is {sysfs_size}")]
-    DmaSize {
-        name: String,
-        dt_size: u64,
-        sysfs_size: u64,
-    },
     #[error("looking for the fabric under {root}: {source}")]
     NoRoot {
         root: PathBuf,
@@ -88,16 +82,8 @@ fn discover(root: &Root) -> Result<Topology, AttachError> {
     Ok(devtree::discover_live(&dt)?)
 }
 
-fn open_dma(root: &Root, topo: &Topology) -> Result<DmaBuf, AttachError> {
-    let dma = DmaBuf::open(root, &topo.dma.device_name)?;
-    if dma.size() != topo.dma.size {
-        return Err(AttachError::DmaSize {
-            name: topo.dma.device_name.clone(),
-            dt_size: topo.dma.size,
-            sysfs_size: dma.size(),
-        });
-    }
-    Ok(dma)
+fn open_dma(root: &Root, topo: &Topology, shell: &Shell) -> Result<DmaBuf, AttachError> {
+    Ok(dma::open_buffer(root, &topo.dma, shell.device())?)
 }
 
 /// Reads everything about the fabric without touching its control
@@ -105,7 +91,7 @@ fn open_dma(root: &Root, topo: &Topology) -> Result<DmaBuf, AttachError> {
 pub fn probe(root: &Root) -> Result<Probe, AttachError> {
     let topo = discover(root)?;
     let shell = Shell::attach(root, &topo)?;
-    let dma = open_dma(root, &topo)?;
+    let dma = open_dma(root, &topo, &shell)?;
     Ok(Probe {
         topology: TopologyReport {
             shell_node: topo.shell.path.clone(),
@@ -145,7 +131,7 @@ pub struct Attached {
 pub fn attach(root: &Root, rings: RingConfig) -> Result<Attached, AttachError> {
     let topology = discover(root)?;
     let shell = Arc::new(Shell::attach(root, &topology)?);
-    let dma = open_dma(root, &topology)?;
+    let dma = open_dma(root, &topology, &shell)?;
     let irq = shell.device().irq()?;
     let rings = Rings::init(&shell, dma, rings)?;
     // The kernel leaves the interrupt masked if the previous daemon died
@@ -158,7 +144,7 @@ pub fn attach(root: &Root, rings: RingConfig) -> Result<Attached, AttachError> {
         shell.device().dev_path.display(),
         shell.info().slots,
         shell.info().lanes,
-        topology.dma.device_name
+        topology.dma.describe()
     );
     Ok(Attached {
         topology,

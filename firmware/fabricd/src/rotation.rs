@@ -368,24 +368,22 @@ impl Rotator {
     /// Returns why, if so.
     fn device_moved(&self) -> Option<String> {
         let held = self.shell.device();
-        let why = match fabric_hw::uio::UioDevice::find(
-            &self.root,
-            fabric_hw::contract::SHELL_UIO_NAME,
-        ) {
-            Ok(now)
-                if now.number == held.number
-                    && now.dev_path == held.dev_path
-                    && now.maps == held.maps =>
-            {
-                return None
-            }
-            Ok(now) => format!(
-                "the shell's UIO device moved from {} to {} with the reconfiguration",
-                held.dev_path.display(),
-                now.dev_path.display()
-            ),
-            Err(e) => format!("the shell's UIO device is gone after the reconfiguration ({e})"),
-        };
+        let why =
+            match fabric_hw::uio::UioDevice::find_any(&self.root, &self.topology.shell.uio_names) {
+                Ok(now)
+                    if now.number == held.number
+                        && now.dev_path == held.dev_path
+                        && now.maps == held.maps =>
+                {
+                    return None
+                }
+                Ok(now) => format!(
+                    "the shell's UIO device moved from {} to {} with the reconfiguration",
+                    held.dev_path.display(),
+                    now.dev_path.display()
+                ),
+                Err(e) => format!("the shell's UIO device is gone after the reconfiguration ({e})"),
+            };
         let why = format!("{why}; every handle to the old one is invalid, so fabricd restarts to attach again (nothing is reflashed)");
         log::error!("rotation: {why}");
         self.restart.request();

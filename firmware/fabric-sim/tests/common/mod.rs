@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fabric_hw::devtree::{discover_live, Topology};
-use fabric_hw::dma::DmaBuf;
 use fabric_hw::shell::{RingConfig, Rings, Shell};
 use fabric_sim::{SimConfig, Simulator};
 
@@ -36,7 +35,7 @@ pub fn host(sim: &Simulator) -> Host {
     let root = sim.root();
     let topo = discover_live(&root.device_tree()).expect("discovery");
     let shell = Shell::attach(&root, &topo).expect("shell");
-    let dma = DmaBuf::open(&root, &topo.dma.device_name).expect("dma");
+    let dma = fabric_hw::dma::open_buffer(&root, &topo.dma, shell.device()).expect("dma");
     let rings = Rings::init(&shell, dma, RingConfig::default()).expect("rings");
     Host { topo, shell, rings }
 }

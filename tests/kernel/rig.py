@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""The real-kernel rig's flow: boots the image scripts/kernel-test built under
+qemu-system-arm and checks the board path as a user would after flashing.
+
+It talks to the board twice over: through its serial console (a shell, as
+SSH would give) and over HTTP through QEMU's user-mode network, forwarded
+on 127.0.0.1 only. Every step is timed; results.json and the console log
+go to --out. Exit status 0 when every check passed.
+"""
+
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+CONSOLE_TIMEOUT = 120
+
+
+class Failed(Exception):
+    pass
+
+
+class Board:
+    """One boot of the image: QEMU, its console and its HTTP port."""
+
+    def __init__(self, args, boot):
+        self.args = args
+        self.port = args.port
+        sock = os.path.join(args.out, "console.sock")
+        if os.path.exists(sock):
+            os.unlink(sock)
+        self.log = open(os.path.join(args.out, f"console-boot{boot}.log"), "wb")
+        cmdline = "console=ttyPS0,115200 mem=512M uio_pdrv_genirq.of_id=generic-uio"
+        self.qemu = subprocess.Popen(
+            [
+                "qemu-system-arm", "-M", "xilinx-zynq-a9", "-m", "1280M",
+                "-kernel", args.kernel, "-dtb", args.dtb, "-initrd", args.initrd,
+                "-append", cmdline,
+                "-drive", f"file={args.sd},format=raw,if=sd",
+                "-nic", f"user,model=cadence_gem,hostfwd=tcp:127.0.0.1:{self.port}-:8080",
+                # The Zed's console is its second UART.
+                "-serial", "null", "-serial", f"unix:{sock},server=on,wait=on",
+                "-display", "none", "-monitor", "none", "-no-reboot",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(os.path.join(args.out, f"qemu-boot{boot}.log"), "wb"),
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.sock = socket.socket(socket.AF_UNIX)
+                self.sock.connect(sock)
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.qemu.poll() is not None:
+                    raise Failed("QEMU did not open its console socket")
+                time.sleep(0.05)
+        self.started = time.monotonic()
+        self.buf = b""
+        self.cond = threading.Condition()
+        self.closed = False
+        threading.Thread(target=self._reader, daemon=True).start()
+
+    def _reader(self):
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                data = b""
+            with self.cond:
+                if not data:
+                    self.closed = True
+                    self.cond.notify_all()
+                    return
+                self.log.write(data)
+                self.log.flush()
+                self.buf += data
+                self.cond.notify_all()
+
+    def expect(self, pattern, timeout=CONSOLE_TIMEOUT):
+        """Waits for `pattern` in the console output and consumes up to it."""
+        rx = re.compile(pattern.encode() if isinstance(pattern, str) else pattern)
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                m = rx.search(self.buf)
+                if m:
+                    self.buf = self.buf[m.end():]
+                    return m
+                left = deadline - time.monotonic()
+                if left <= 0 or self.closed:
+                    tail = self.buf[-400:].decode(errors="replace")
+                    raise Failed(f"no {pattern!r} on the console within {timeout}s; last: {tail!r}")
+                self.cond.wait(left)
+
+    def sh(self, command, timeout=CONSOLE_TIMEOUT, check=True):
+        """Runs `command` in the board's shell; returns (status, output)."""
+        marker = f"@@{time.monotonic_ns()}@@"
+        with self.cond:
+            self.buf = b""
+        self.sock.sendall(f"{command}; echo \"{marker[:2]}\"\"{marker[2:]}$?\"\n".encode())
+        m = self.expect(re.escape(marker) + rb"(\d+)\r?\n", timeout)
+        out = m.string[: m.start()].decode(errors="replace").replace("\r", "")
+        status = int(m.group(1))
+        if check and status != 0:
+            raise Failed(f"`{command}` exited {status}: {out.strip()[-800:]}")
+        return status, out
+
+    def http(self, method, path, body=None, timeout=30):
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            data=json.dumps(body).encode() if body is not None else None,
+            method=method,
+            headers={"Content-Type": "application/json"} if body is not None else {},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def wait_ready(self, timeout=180):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                status, body = self.http("GET", "/readyz", timeout=5)
+                if status == 200:
+                    return
+                last = f"{status} {body[:200]!r}"
+            except (OSError, urllib.error.URLError) as e:
+                last = str(e)
+            time.sleep(0.5)
+        raise Failed(f"/readyz never answered 200 within {timeout}s (last: {last})")
+
+    def power_off(self):
+        self.sock.sendall(b"poweroff\n")
+        # The Zynq has no power-off: the kernel halts, and QEMU is stopped.
+        self.expect(r"reboot: (System halted|Power down)", timeout=120)
+        self.stop()
+
+    def stop(self):
+        self.qemu.terminate()
+        try:
+            self.qemu.wait(10)
+        except subprocess.TimeoutExpired:
+            self.qemu.kill()
+        self.sock.close()
+        self.log.close()
+
+
+class Flow:
+    def __init__(self, args):
+        self.args = args
+        self.steps = []
+        self.ok = True
+
+    def step(self, name, fn):
+        t = time.monotonic()
+        try:
+            detail = fn()
+            ok = True
+        except Failed as e:
+            detail = str(e)
+            ok = False
+        seconds = round(time.monotonic() - t, 2)
+        self.steps.append({"step": name, "ok": ok, "seconds": seconds, "detail": detail})
+        print(f"{'PASS' if ok else 'FAIL'} {name} ({seconds} s): {detail}", flush=True)
+        if not ok:
+            self.ok = False
+            raise Failed(name)
+        return detail
+
+
+def completions(board, model, n, seed0=0):
+    """n completions from this machine; each must be a 200 with text."""
+    lat = []
+    for i in range(n):
+        t = time.monotonic()
+        status, body = board.http(
+            "POST", "/v1/completions",
+            {"model": model, "prompt": "And God said", "max_tokens": 8, "seed": seed0 + i},
+        )
+        lat.append(time.monotonic() - t)
+        if status != 200:
+            raise Failed(f"completion {i} from {model}: {status} {body[:300]!r}")
+        text = json.loads(body)["choices"][0]["text"]
+        if not text:
+            raise Failed(f"completion {i} from {model}: empty text")
+    lat.sort()
+    return {"requests": n, "model": model, "p50_ms": round(lat[n // 2] * 1000, 1),
+            "max_ms": round(lat[-1] * 1000, 1)}
+
+
+def fabric_log(board):
+    return board.sh("cat /var/log/fabric-sim.log")[1]
+
+
+def probe(board):
+    return board.sh("fabricd probe --root /")[1]
+
+
+def load(board, model, slot, flow_name, extra=""):
+    """A partial load through configfs and the kernel's region code, checked
+    from every side: fabricctl's answer, the live tree, what the device side
+    was handed and which decoupler the kernel set, the shell's read-back."""
+    before = fabric_log(board)
+    _, out = board.sh(f"fabricctl --json load {model} --slot {slot} {extra}", timeout=300)
+    report = json.loads(out[out.index("{"):])
+    if not report.get("ok", True) and "error" in report:
+        raise Failed(f"fabricctl: {report['error']}")
+    after = fabric_log(board)[len(before):]
+    image = re.search(rf"image (\d+): partial, (\d+) bytes, {model} into slot {slot} \(decouplers (\[[^]]*\])\)", after)
+    if not image:
+        raise Failed(f"the device side was not handed a partial {model} image for slot {slot}: {after!r}")
+    if f"slot {slot} decoupled" not in after and "true" not in image.group(3):
+        raise Failed(f"slot {slot}'s decoupler was never set: {after!r}")
+    if f"slot {slot} coupled" not in after:
+        raise Failed(f"slot {slot}'s decoupler was not released after the load: {after!r}")
+    _, fw = board.sh(f"cat /proc/device-tree/fpga-full/fpga-region-slot{slot}/firmware-name")
+    if f"fabricd/staged/slot{slot}.bin" not in fw:
+        raise Failed(f"the live tree's region {slot} names {fw!r}")
+    p = probe(board)
+    if not re.search(rf"slot {slot}\s.*{model}", p):
+        raise Failed(f"fabricd probe does not show {model} in slot {slot}: {p}")
+    return {"model": model, "slot": slot, "image_bytes": int(image.group(2)),
+            "decouplers_during_load": image.group(3), "report": report}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--dtb", required=True)
+    ap.add_argument("--initrd", required=True)
+    ap.add_argument("--sd", required=True)
+    ap.add_argument("--port", type=int, default=18080)
+    ap.add_argument("--kernel-build-seconds", type=int, default=0)
+    ap.add_argument("--kernel-cached", type=int, default=0)
+    ap.add_argument("--catalog", required=True)
+    args = ap.parse_args()
+
+    flow = Flow(args)
+    board = None
+    figures = {"kernel_build_seconds": args.kernel_build_seconds,
+               "kernel_from_cache": bool(args.kernel_cached)}
+    try:
+        board = Board(args, 1)
+
+        def boot():
+            board.expect(r"Loading fabricd-shell: OK", timeout=180)
+            up = board.expect(r"rig: up", timeout=180)
+            figures["boot_to_rcs_done_s"] = round(time.monotonic() - board.started, 2)
+            board.wait_ready()
+            figures["boot_to_ready_s"] = round(time.monotonic() - board.started, 2)
+            board.sh("stty -echo")
+            return f"up in {figures['boot_to_ready_s']} s"
+        flow.step("boot: S55 loads the shell, S60 starts fabricd, /readyz", boot)
+
+        def check_probe():
+            p = probe(board)
+            for want in ["slot 0", "slot 1", "kjv", "buffer"]:
+                if want not in p:
+                    raise Failed(f"fabricd probe lacks {want!r}: {p}")
+            return p.strip().splitlines()[0]
+        flow.step("fabricd probe", check_probe)
+
+        figures["first_requests"] = flow.step(
+            "completions over HTTP", lambda: completions(board, "kjv", 20))
+        figures["load_slot1"] = flow.step(
+            "partial load of kjv into slot 1", lambda: load(board, "kjv", 1, "slot1"))
+        figures["load_slot0"] = flow.step(
+            "partial load of fortunes into slot 0", lambda: load(board, "fortunes", 0, "slot0"))
+        flow.step("completions from both models", lambda: [
+            completions(board, "fortunes", 10, 100), completions(board, "kjv", 10, 200)])
+
+        def kill9():
+            before = fabric_log(board)
+            board.sh("kill -9 $(pidof fabricd)")
+            t = time.monotonic()
+            time.sleep(0.5)
+            board.wait_ready()
+            took = round(time.monotonic() - t, 2)
+            after = fabric_log(board)[len(before):]
+            if "image " in after:
+                raise Failed(f"the restart reflashed: {after!r}")
+            p = probe(board)
+            if not (re.search(r"slot 0\s.*fortunes", p) and re.search(r"slot 1\s.*kjv", p)):
+                raise Failed(f"the restart lost the loaded models: {p}")
+            completions(board, "fortunes", 5, 300)
+            return {"restart_to_ready_s": took}
+        figures["kill9"] = flow.step("kill -9 fabricd: the supervisor restarts it, no reflash", kill9)
+
+        def power_cycle():
+            nonlocal board
+            _, stats = board.http("GET", "/stats")
+            served = json.loads(stats)
+            board.power_off()
+            board = Board(args, 2)
+            board.expect(r"rig: up", timeout=180)
+            board.wait_ready()
+            board.sh("stty -echo")
+            _, keys = board.sh("cat /data/ssh/authorized_keys")
+            if "kernel-test" not in keys:
+                raise Failed(f"/data/ssh/authorized_keys lost: {keys!r}")
+            _, stats = board.http("GET", "/stats")
+            again = json.loads(stats)
+            return {"stats_before": summary(served), "stats_after": summary(again)}
+        figures["power_cycle"] = flow.step("power off, boot again: /data kept", power_cycle)
+        kept = figures["power_cycle"]
+        if kept["stats_after"]["requests"] < kept["stats_before"]["requests"]:
+            flow.ok = False
+            print(f"FAIL the stats did not survive the power cycle: {kept}", flush=True)
+    except Failed:
+        pass
+    finally:
+        if board is not None:
+            try:
+                board.sh("dmesg > /tmp/dmesg; cat /var/log/messages /var/log/fabric-sim.log > /tmp/logs", timeout=20, check=False)
+            except (Failed, OSError):
+                pass
+            board.stop()
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"ok": flow.ok, "steps": flow.steps, "figures": figures}, f, indent=2)
+    print(f"kernel-test: {'passed' if flow.ok else 'FAILED'}; {os.path.join(args.out, 'results.json')}")
+    sys.exit(0 if flow.ok else 1)
+
+
+def summary(stats):
+    """Requests served over every window the stats report."""
+    windows = stats.get("windows", [])
+    total = 0
+    for w in windows:
+        for k, v in w.get("requests", {}).items() if isinstance(w.get("requests"), dict) else []:
+            total += v
+    return {"windows": len(windows), "requests": total}
+
+
+if __name__ == "__main__":
+    main()
