@@ -126,6 +126,10 @@ for c in configs:
     opts = dict(re.findall(r"^(BR2_\w+)=(.*)$", text, re.M))
     if opts.get("BR2_PACKAGE_FABRICD") != "y":
         problem(path, "does not select BR2_PACKAGE_FABRICD")
+    # The shell overlay refers to the base tree's labels (fpga_full, the
+    # interrupt controller, the clocks): the board tree needs __symbols__.
+    if opts.get("BR2_LINUX_KERNEL_DTB_OVERLAY_SUPPORT") != "y":
+        problem(path, "does not set BR2_LINUX_KERNEL_DTB_OVERLAY_SUPPORT (the base tree has no __symbols__ for the shell overlay)")
     for ref in re.findall(rf"\$\({ext_var}\)/([^\s\"]+)", text):
         target = os.path.join(ROOT, ref)
         if not os.path.exists(target):

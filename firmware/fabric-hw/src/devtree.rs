@@ -149,6 +149,14 @@ impl DtNode {
         out
     }
 
+    /// The first node, depth first, that `pred` accepts, mutably.
+    pub fn find_mut_by(&mut self, pred: &dyn Fn(&DtNode) -> bool) -> Option<&mut DtNode> {
+        if pred(self) {
+            return Some(self);
+        }
+        self.children.iter_mut().find_map(|c| c.find_mut_by(pred))
+    }
+
     /// The node at `path`.
     pub fn find(&self, path: &str) -> Option<&DtNode> {
         self.walk().into_iter().find(|n| n.path == path)

@@ -1,6 +1,13 @@
 //! Reconfiguration through the kernel: the FPGA manager and configfs
 //! device-tree overlays.
 //!
+//! A partial load is an overlay on the slot's fpga-region. A full load is
+//! either the vendor kernel's `firmware` attribute of the manager
+//! ([`FpgaManager::load`]), or, on a kernel without it (mainline), the shell
+//! overlay applied again with another `firmware-name` on the base region
+//! ([`Overlays::reload_shell`]): the region code programs the whole PL and
+//! adds the shell's devices afresh.
+//!
 //! Both are synchronous on a real kernel (the error comes back from
 //! `write()`), but the outcome is always read back as well: writing an
 //! overlay's `path` can return success although the apply failed, and only
@@ -10,11 +17,16 @@
 
 use std::fs;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::devtree::DtNode;
 use crate::root::Root;
 use crate::sysfs::{self, SysfsError};
+
+/// The configfs overlay that holds the static shell (applied at boot by
+/// `S55fabricd-shell`).
+pub const SHELL_OVERLAY: &str = "fabricd-shell";
 
 /// `flags` bit of the FPGA manager: a partial bitstream.
 pub const FLAG_PARTIAL: u32 = 1;
@@ -48,6 +60,10 @@ pub enum FpgaError {
         dtbo: String,
         status: String,
     },
+    #[error("no shell overlay {name:?} under {dir}: the shell was not loaded through configfs (S55fabricd-shell), so it cannot be loaded again that way")]
+    NoShellOverlay { name: &'static str, dir: PathBuf },
+    #[error("the shell overlay {dtbo}: {problem}")]
+    ShellOverlay { dtbo: PathBuf, problem: String },
     #[error("{what} at {path}: no answer within {waited_ms} ms")]
     Timeout {
         what: &'static str,
@@ -221,12 +237,91 @@ impl Overlays {
         }
     }
 
+    /// A full reconfiguration through the base FPGA region: the shell
+    /// overlay that is applied now (its `path`, under `root`'s firmware
+    /// directory) is written again to `staged` (absolute) with
+    /// `firmware-name` set to `firmware`, and applied in its place once the
+    /// overlays in `first` (the slots', applied on top of it) are removed.
+    /// The kernel programs the whole PL through the region and adds the
+    /// shell's devices afresh: every handle to the old ones is invalid.
+    /// If the new overlay does not apply, the old one is applied again.
+    pub fn reload_shell(
+        &self,
+        root: &Root,
+        first: &[String],
+        firmware: &str,
+        staged: &Path,
+        timeout: Duration,
+    ) -> Result<(), FpgaError> {
+        let dir = self.dir.join(SHELL_OVERLAY);
+        let path_attr = dir.join("path");
+        if !path_attr.exists() {
+            return Err(FpgaError::NoShellOverlay {
+                name: SHELL_OVERLAY,
+                dir: self.dir.clone(),
+            });
+        }
+        let applied = sysfs::read_string(&path_attr)?;
+        let template = root.firmware_dir().join(&applied);
+        let bad = |problem: String| FpgaError::ShellOverlay {
+            dtbo: template.clone(),
+            problem,
+        };
+        let blob = fs::read(&template).map_err(|e| bad(e.to_string()))?;
+        let rewritten = with_firmware(&blob, &template, firmware)?;
+        let staged_name = staged
+            .strip_prefix(root.firmware_dir())
+            .map_err(|_| {
+                bad(format!(
+                    "{} is not under the firmware directory",
+                    staged.display()
+                ))
+            })?
+            .to_string_lossy()
+            .into_owned();
+        let tmp = staged.with_extension("tmp");
+        fs::write(&tmp, rewritten)
+            .and_then(|()| fs::rename(&tmp, staged))
+            .map_err(|e| bad(format!("staging {}: {e}", staged.display())))?;
+        for name in first {
+            self.remove(name)?;
+        }
+        self.remove(SHELL_OVERLAY)?;
+        log::info!(
+            "overlay {SHELL_OVERLAY}: applying {staged_name} (the whole PL, with {firmware})"
+        );
+        match self.apply(SHELL_OVERLAY, &staged_name, timeout) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if let Err(again) = self.apply(SHELL_OVERLAY, &applied, timeout) {
+                    log::error!("the shell overlay {applied}, applied again after a failed full load: {again}");
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// Removes overlay `name` (`rmdir`). The kernel then disables the
     /// region's bridges: an emptied PR region stays decoupled.
     pub fn remove(&self, name: &str) -> Result<(), FpgaError> {
         let dir = self.dir.join(name);
         remove_overlay_dir(&dir).map_err(|source| FpgaError::OverlayRemove { path: dir, source })
     }
+}
+
+/// The shell overlay `blob` (read from `path`) with the `firmware-name` of
+/// the fragment that programs the base region set to `firmware`; its
+/// fragments, fix-ups and everything else unchanged.
+pub fn with_firmware(blob: &[u8], path: &Path, firmware: &str) -> Result<Vec<u8>, FpgaError> {
+    let bad = |problem: String| FpgaError::ShellOverlay {
+        dtbo: path.to_owned(),
+        problem,
+    };
+    let mut tree = DtNode::from_blob(blob, path).map_err(|e| bad(e.to_string()))?;
+    tree.find_mut_by(&|n| n.name == "__overlay__" && n.props.contains_key("firmware-name"))
+        .ok_or_else(|| bad("no fragment names a firmware-name: it programs nothing".into()))?
+        .set_string("firmware-name", firmware);
+    Ok(tree.to_blob())
 }
 
 /// `rmdir` on configfs removes an overlay with its attributes. The
@@ -244,5 +339,48 @@ fn remove_overlay_dir(dir: &std::path::Path) -> io::Result<()> {
             }
             fs::remove_dir(dir)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shell_overlay_is_rewritten_with_another_firmware_only() {
+        let mut ov = DtNode {
+            path: "/".into(),
+            ..DtNode::default()
+        };
+        let frag = ov.add_child("fragment@0");
+        frag.set_cells("target", &[0xffff_ffff]);
+        let body = frag.add_child("__overlay__");
+        body.set_string("firmware-name", "fabricd/shell/shell.bin");
+        body.add_child("fabric-shell@43c00000")
+            .set_strings("compatible", &["fabricd,shell-1.0", "generic-uio"]);
+        ov.add_child("__fixups__")
+            .set_string("fpga_full", "/fragment@0:target:0");
+        let blob = ov.to_blob();
+        let out = with_firmware(&blob, Path::new("shell.dtbo"), "fabricd/staged/full.bin")
+            .expect("rewrite");
+        let mut back = DtNode::from_blob(&out, Path::new("out")).expect("parse");
+        let body = back.find("/fragment@0/__overlay__").expect("body");
+        assert_eq!(
+            body.string("firmware-name").expect("string").as_deref(),
+            Some("fabricd/staged/full.bin")
+        );
+        // Everything else as it was.
+        back.find_mut_by(&|n| n.name == "__overlay__")
+            .expect("body")
+            .set_string("firmware-name", "fabricd/shell/shell.bin");
+        assert_eq!(back, ov);
+
+        let mut none = ov.clone();
+        none.find_mut_by(&|n| n.name == "__overlay__")
+            .expect("body")
+            .props
+            .remove("firmware-name");
+        let err = with_firmware(&none.to_blob(), Path::new("x.dtbo"), "f").expect_err("nothing");
+        assert!(err.to_string().contains("programs nothing"), "{err}");
     }
 }
