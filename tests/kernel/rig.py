@@ -60,7 +60,11 @@ class Board:
                 break
             except OSError:
                 if time.monotonic() > deadline or self.qemu.poll() is not None:
-                    raise Failed("QEMU did not open its console socket")
+                    self.qemu.kill()
+                    self.qemu.wait()
+                    qlog = os.path.join(args.out, f"qemu-boot{boot}.log")
+                    with open(qlog, errors="replace") as f:
+                        raise Failed(f"QEMU did not start: {f.read()[-600:]}")
                 time.sleep(0.05)
         self.started = time.monotonic()
         self.buf = b""
@@ -106,7 +110,7 @@ class Board:
         with self.cond:
             self.buf = b""
         self.sock.sendall(f"{command}; echo \"{marker[:2]}\"\"{marker[2:]}$?\"\n".encode())
-        m = self.expect(re.escape(marker) + rb"(\d+)\r?\n", timeout)
+        m = self.expect(re.escape(marker).encode() + rb"(\d+)\r?\n", timeout)
         out = m.string[: m.start()].decode(errors="replace").replace("\r", "")
         status = int(m.group(1))
         if check and status != 0:
@@ -143,7 +147,7 @@ class Board:
     def power_off(self):
         self.sock.sendall(b"poweroff\n")
         # The Zynq has no power-off: the kernel halts, and QEMU is stopped.
-        self.expect(r"reboot: (System halted|Power down)", timeout=120)
+        self.expect(r"reboot: [^\r\n]*(halted|Power down)", timeout=120)
         self.stop()
 
     def stop(self):
@@ -177,6 +181,21 @@ class Flow:
             self.ok = False
             raise Failed(name)
         return detail
+
+
+def check_init_scripts(console):
+    """The image's init scripts each said OK (the kernel's messages may land
+    between a script's name and its word)."""
+    for name in ["Preparing data", "Loading fabricd-shell", "Starting fabricd"]:
+        m = re.search(rf"{name}: ((?:\[[^\]]*\][^\n]*\n|\r\n?)*)(\w+)", console)
+        if not m or m.group(2) != "OK":
+            raise Failed(f"{name}: {m.group(0) if m else 'never ran'}")
+
+
+def quiet(board):
+    """The console is the rig's shell from now on: no echo, and the kernel's
+    messages only in dmesg (a printk can land inside a line of output)."""
+    board.sh("stty -echo; dmesg -n 1")
 
 
 def completions(board, model, n, seed0=0):
@@ -255,12 +274,12 @@ def main():
         board = Board(args, 1)
 
         def boot():
-            board.expect(r"Loading fabricd-shell: OK", timeout=180)
-            up = board.expect(r"rig: up", timeout=180)
+            up = board.expect(r"rig: up", timeout=240)
             figures["boot_to_rcs_done_s"] = round(time.monotonic() - board.started, 2)
+            check_init_scripts(up.string[: up.start()].decode(errors="replace"))
             board.wait_ready()
             figures["boot_to_ready_s"] = round(time.monotonic() - board.started, 2)
-            board.sh("stty -echo")
+            quiet(board)
             return f"up in {figures['boot_to_ready_s']} s"
         flow.step("boot: S55 loads the shell, S60 starts fabricd, /readyz", boot)
 
@@ -304,9 +323,10 @@ def main():
             served = json.loads(stats)
             board.power_off()
             board = Board(args, 2)
-            board.expect(r"rig: up", timeout=180)
+            up = board.expect(r"rig: up", timeout=240)
+            check_init_scripts(up.string[: up.start()].decode(errors="replace"))
             board.wait_ready()
-            board.sh("stty -echo")
+            quiet(board)
             _, keys = board.sh("cat /data/ssh/authorized_keys")
             if "kernel-test" not in keys:
                 raise Failed(f"/data/ssh/authorized_keys lost: {keys!r}")
@@ -318,12 +338,15 @@ def main():
         if kept["stats_after"]["requests"] < kept["stats_before"]["requests"]:
             flow.ok = False
             print(f"FAIL the stats did not survive the power cycle: {kept}", flush=True)
-    except Failed:
-        pass
+    except Failed as e:
+        flow.ok = False
+        if not flow.steps or flow.steps[-1]["ok"]:
+            print(f"FAIL {e}", flush=True)
     finally:
         if board is not None:
             try:
-                board.sh("dmesg > /tmp/dmesg; cat /var/log/messages /var/log/fabric-sim.log > /tmp/logs", timeout=20, check=False)
+                # Everything the board logged, into the console log.
+                board.sh("dmesg; cat /var/log/messages /var/log/fabric-sim.log", timeout=60, check=False)
             except (Failed, OSError):
                 pass
             board.stop()

@@ -14,8 +14,16 @@ use clap::Parser;
 )]
 pub struct SimConfig {
     /// Directory to lay the board's /sys, /dev, /proc/device-tree, configfs
-    /// and /lib/firmware out in. Created if missing.
-    #[arg(long, required_unless_present = "kernel", default_value = "")]
+    /// and /lib/firmware out in. Created if missing. Not with `--kernel`.
+    #[arg(
+        long = "root",
+        value_name = "DIR",
+        required_unless_present = "kernel",
+        conflicts_with = "kernel"
+    )]
+    root_arg: Option<PathBuf>,
+    /// `--root` (empty with `--kernel`).
+    #[arg(skip)]
     pub root: PathBuf,
     /// Multiplies every simulated duration (0 makes the fabric infinitely
     /// fast; 0.01 runs a 25 s reflash in 250 ms).
@@ -175,11 +183,20 @@ fn parse_u32(s: &str) -> Result<u32, String> {
 }
 
 impl SimConfig {
+    /// Takes `--root` from the parsed command line (clap fills `root_arg`;
+    /// everything else reads `root`).
+    pub fn resolve_root(&mut self) {
+        if let Some(root) = &self.root_arg {
+            self.root = root.clone();
+        }
+    }
+
     /// Default settings for a root directory.
     pub fn for_root(root: impl Into<PathBuf>) -> SimConfig {
         // Parsing our own defaults cannot fail.
         let mut c = SimConfig::parse_from(["fabric-sim", "--root", "."]);
         c.root = root.into();
+        c.root_arg = Some(c.root.clone());
         c
     }
 

@@ -329,7 +329,8 @@ fn set_timer_slack() {
 }
 
 /// `fabric-sim`'s main: runs until SIGINT or SIGTERM.
-pub fn run(config: SimConfig) -> std::process::ExitCode {
+pub fn run(mut config: SimConfig) -> std::process::ExitCode {
+    config.resolve_root();
     use nix::sys::signal::{SigSet, Signal};
     // Block the signals before any thread starts, so every thread inherits
     // the mask and only `wait` below receives them.

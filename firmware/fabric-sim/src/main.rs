@@ -2,9 +2,7 @@
 
 #![forbid(unsafe_code)]
 
-use clap::Parser;
-
 fn main() -> std::process::ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    fabric_sim::run(fabric_sim::SimConfig::parse())
+    fabric_sim::run(<fabric_sim::SimConfig as clap::Parser>::parse())
 }
