@@ -96,6 +96,10 @@ pub struct Faults {
     /// outputs from a non-coherent buffer) answered `EINVAL`, as u-dma-buf
     /// answers a range it refuses: the host cannot trust what it would read.
     pub refuse_cpu_sync: u32,
+    /// Cache syncs for the device over the submission ring (the
+    /// descriptors, cleaned after the prompts) answered `EINVAL`: a submit
+    /// that fails after its prompts went out.
+    pub refuse_ring_sync: u32,
 }
 
 impl Faults {
@@ -107,6 +111,7 @@ impl Faults {
         self.reconfig_fail += more.reconfig_fail;
         self.fpga_error += more.fpga_error;
         self.refuse_cpu_sync += more.refuse_cpu_sync;
+        self.refuse_ring_sync += more.refuse_ring_sync;
     }
 }
 
@@ -414,6 +419,13 @@ impl Fabric {
         }
         let (start, end) = (offset as usize, (offset + size) as usize);
         if end > self.dram.len() || start > end {
+            return false;
+        }
+        let on_sq = self
+            .sq
+            .as_ref()
+            .is_some_and(|sq| start < sq.base + sq.entries as usize * SQE_LEN && end > sq.base);
+        if for_device && on_sq && take(&mut self.faults.refuse_ring_sync) {
             return false;
         }
         if for_device {

@@ -1,8 +1,7 @@
 //! Attaching to the fabric, and the driver that owns the rings.
 //!
-//! [`attach`] runs discovery (live device tree), finds and checks the shell,
-//! opens the DMA buffer, initialises the rings and opens the interrupt.
-//! [`Driver`] is the one owner of the rings: it submits and cancels, drains
+//! `fabric_hw::attach` assembles the hardware layer's parts; [`Driver`] is
+//! the one owner of the rings: it submits and cancels, drains
 //! completions on every interrupt, and reports them. It knows nothing about
 //! HTTP, clients or fairness; the scheduler's task runs it.
 //!
@@ -10,163 +9,18 @@
 //! flight even without an interrupt, so a lost interrupt costs latency, not
 //! a hung request.
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use fabric_hw::contract::{CqeStatus, Finish};
-use fabric_hw::devtree::{self, DtError, Topology};
-use fabric_hw::dma::{DmaBuf, DmaError};
-use fabric_hw::shell::{Completion, RingConfig, Rings, Shell, ShellError, ShellInfo, Submission};
-use fabric_hw::uio::{UioError, UioIrq};
-use fabric_hw::Root;
-use tokio::sync::mpsc;
+use fabric_hw::contract::{CqeStatus, FaultCode, Finish};
+use fabric_hw::devtree::Topology;
+use fabric_hw::shell::{Completion, Params, Rings, Shell, ShellError, Submission};
+use fabric_hw::uio::UioIrq;
+use fabric_hw::Attached;
 
 /// How often the rings are drained without an interrupt while work is in
 /// flight.
 pub const WATCHDOG: Duration = Duration::from_millis(100);
-
-/// Why the fabric could not be attached.
-#[derive(Debug, thiserror::Error)]
-pub enum AttachError {
-    #[error("no fabric found: {0}")]
-    DeviceTree(#[from] DtError),
-    #[error(transparent)]
-    Shell(#[from] ShellError),
-    #[error(transparent)]
-    Dma(#[from] DmaError),
-    #[error(transparent)]
-    Uio(#[from] UioError),
-    #[error("the device tree says the DMA buffer {name} is {dt_size} bytes, its sysfs size is {sysfs_size}")]
-    DmaSize {
-        name: String,
-        dt_size: u64,
-        sysfs_size: u64,
-    },
-    #[error("looking for the fabric under {root}: {source}")]
-    NoRoot {
-        root: PathBuf,
-        source: std::io::Error,
-    },
-}
-
-/// What `probe` reports, without disturbing a running daemon.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Probe {
-    pub topology: TopologyReport,
-    pub shell: ShellInfo,
-    pub uio: String,
-    pub slots: Vec<fabric_hw::shell::SlotStatus>,
-    pub counters: fabric_hw::shell::Counters,
-    pub dma: DmaReport,
-}
-
-/// The device-tree findings, for printing.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct TopologyReport {
-    pub shell_node: String,
-    pub part: String,
-    pub interface_id: u32,
-    pub regions: Vec<String>,
-}
-
-/// The DMA buffer, for printing.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct DmaReport {
-    pub name: String,
-    pub phys_addr: u64,
-    pub size: u64,
-    pub coherent: bool,
-}
-
-fn discover(root: &Root) -> Result<Topology, AttachError> {
-    let dt = root.device_tree();
-    std::fs::metadata(&dt).map_err(|source| AttachError::NoRoot {
-        root: dt.clone(),
-        source,
-    })?;
-    Ok(devtree::discover_live(&dt)?)
-}
-
-fn open_dma(root: &Root, topo: &Topology) -> Result<DmaBuf, AttachError> {
-    let dma = DmaBuf::open(root, &topo.dma.device_name)?;
-    if dma.size() != topo.dma.size {
-        return Err(AttachError::DmaSize {
-            name: topo.dma.device_name.clone(),
-            dt_size: topo.dma.size,
-            sysfs_size: dma.size(),
-        });
-    }
-    Ok(dma)
-}
-
-/// Reads everything about the fabric without touching its control
-/// registers.
-pub fn probe(root: &Root) -> Result<Probe, AttachError> {
-    let topo = discover(root)?;
-    let shell = Shell::attach(root, &topo)?;
-    let dma = open_dma(root, &topo)?;
-    Ok(Probe {
-        topology: TopologyReport {
-            shell_node: topo.shell.path.clone(),
-            part: topo.shell.part.clone(),
-            interface_id: topo.shell.interface_id,
-            regions: topo.slots.iter().map(|s| s.path.clone()).collect(),
-        },
-        shell: shell.info().clone(),
-        uio: format!(
-            "{} ({})",
-            shell.device().dev_path.display(),
-            shell.device().name
-        ),
-        slots: shell.slots(),
-        counters: shell.counters(),
-        dma: DmaReport {
-            name: dma.name().to_owned(),
-            phys_addr: dma.phys_addr(),
-            size: dma.size(),
-            coherent: dma.is_coherent(),
-        },
-    })
-}
-
-/// An attached fabric, ready to drive.
-#[derive(Debug)]
-pub struct Attached {
-    pub topology: Topology,
-    pub shell: Arc<Shell>,
-    pub rings: Rings,
-    pub irq: UioIrq,
-}
-
-/// Attaches: discovery, shell checks, DMA buffer, ring initialisation,
-/// interrupt. Must run inside a tokio runtime (for the interrupt); the ring
-/// initialisation blocks for at most the enable timeout.
-pub fn attach(root: &Root, rings: RingConfig) -> Result<Attached, AttachError> {
-    let topology = discover(root)?;
-    let shell = Arc::new(Shell::attach(root, &topology)?);
-    let dma = open_dma(root, &topology)?;
-    let irq = shell.device().irq()?;
-    let rings = Rings::init(&shell, dma, rings)?;
-    // The kernel leaves the interrupt masked if the previous daemon died
-    // between an interrupt and its unmask.
-    irq.unmask()?;
-    log::info!(
-        "fabric: shell {}.{} at {}, {} slots × {} lanes, DMA {}",
-        shell.info().version_major,
-        shell.info().version_minor,
-        shell.device().dev_path.display(),
-        shell.info().slots,
-        shell.info().lanes,
-        topology.dma.device_name
-    );
-    Ok(Attached {
-        topology,
-        shell,
-        rings,
-        irq,
-    })
-}
 
 /// A request for the fabric.
 #[derive(Debug, Clone)]
@@ -174,11 +28,7 @@ pub struct Job {
     pub tag: u32,
     pub ctx: u16,
     pub prompt: Vec<u32>,
-    pub max_tokens: u32,
-    pub temperature: f32,
-    pub seed: u64,
-    pub stop_token: u32,
-    pub stream: bool,
+    pub params: Params,
 }
 
 /// What the driver is asked to do.
@@ -231,11 +81,48 @@ pub enum DriverEvent {
     },
 }
 
+/// How often a fault code of the shell is logged at most: a stuck fault
+/// must not flood syslog on an SD card.
+const FAULT_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// The shell's fault codes, logged at most once per [`FAULT_LOG_EVERY`]
+/// each, with a count of those not logged.
+#[derive(Debug, Default)]
+struct FaultLog {
+    /// Per code: when it was last logged, and how often it came since.
+    seen: Vec<(u32, Instant, u64)>,
+}
+
+impl FaultLog {
+    fn report(&mut self, code: u32, now: Instant) {
+        let name = match FaultCode::from_u32(code) {
+            Some(c) => format!("{c:?}"),
+            None => format!("unknown code {code}"),
+        };
+        match self.seen.iter_mut().find(|(c, _, _)| *c == code) {
+            Some((_, last, quiet)) if now.saturating_duration_since(*last) < FAULT_LOG_EVERY => {
+                *quiet += 1;
+            }
+            Some((_, last, quiet)) => {
+                log::warn!(
+                    "fabric: the shell reports fault {name} ({} more since the last report)",
+                    quiet
+                );
+                *last = now;
+                *quiet = 0;
+            }
+            None => {
+                log::warn!("fabric: the shell reports fault {name}");
+                self.seen.push((code, now, 0));
+            }
+        }
+    }
+}
+
 /// The owner of the rings: submissions, cancels and resets in, completions
 /// out. Its steps are synchronous, so the scheduler runs it inside its own
 /// task (no channel hop or wake-up between deciding what runs and the
-/// doorbell, nor between the interrupt and the request's answer);
-/// [`Driver::run`] drives it on its own, for `fabricd generate`.
+/// doorbell, nor between the interrupt and the request's answer).
 #[derive(Debug)]
 pub struct Driver {
     shell: Arc<Shell>,
@@ -245,6 +132,7 @@ pub struct Driver {
     watchdog: tokio::time::Interval,
     /// What a drain found, kept between drains (no allocation a wake-up).
     done: Vec<Completion>,
+    faults: FaultLog,
 }
 
 impl Driver {
@@ -262,6 +150,7 @@ impl Driver {
                 in_flight: 0,
                 watchdog,
                 done: Vec::new(),
+                faults: FaultLog::default(),
             },
             shell,
             attached.topology,
@@ -293,8 +182,14 @@ impl Driver {
 
     /// Runs `cmds` (emptying it), with one doorbell for all the
     /// submissions; what they cause at once (refusals, a reset's dropped
-    /// requests) goes into `out`.
-    pub fn execute(&mut self, cmds: &mut Vec<DriverCmd>, out: &mut Vec<DriverEvent>) {
+    /// requests) goes into `out`. An error is the fabric failing: a copy
+    /// or cache sync of the buffer refused, so nothing it holds can be
+    /// trusted.
+    pub fn execute(
+        &mut self,
+        cmds: &mut Vec<DriverCmd>,
+        out: &mut Vec<DriverEvent>,
+    ) -> Result<(), ShellError> {
         // Cancels and resets first, then every submission behind one
         // doorbell.
         for cmd in cmds.extract_if(.., |c| !matches!(c, DriverCmd::Submit(_))) {
@@ -335,42 +230,71 @@ impl Driver {
         let subs: Vec<Submission<'_>> = cmds
             .iter()
             .filter_map(|c| match c {
-                DriverCmd::Submit(job) => Some(job),
+                DriverCmd::Submit(job) => Some(Submission {
+                    tag: job.tag,
+                    ctx: job.ctx,
+                    prompt: &job.prompt,
+                    params: job.params,
+                }),
                 _ => None,
             })
-            .map(|j| Submission {
-                tag: j.tag,
-                ctx: j.ctx,
-                prompt: &j.prompt,
-                max_tokens: j.max_tokens,
-                temperature: j.temperature,
-                seed: j.seed,
-                stop_token: j.stop_token,
-                stream: j.stream,
-            })
             .collect();
-        match self.rings.submit(&self.shell, &subs) {
-            Ok(()) => self.in_flight += subs.len(),
-            Err(_) => {
-                // One bad request must not sink the batch: submit one by
-                // one, and refuse only those that fail.
-                for sub in &subs {
-                    match self.rings.submit(&self.shell, std::slice::from_ref(sub)) {
-                        Ok(()) => self.in_flight += 1,
-                        Err(e) => {
-                            log::warn!("fabric: submission refused: {e}");
-                            out.push(DriverEvent::Refused {
-                                tag: sub.tag,
-                                ctx: sub.ctx,
-                                reason: e.to_string(),
-                            });
-                        }
-                    }
+        let result = self.submit(&subs, out);
+        drop(subs);
+        cmds.clear();
+        result
+    }
+
+    /// Submits a batch behind one doorbell. A request the rings refuse
+    /// (invalid, its context busy, the ring full) is answered alone with
+    /// [`DriverEvent::Refused`] and the rest still go in; a DMA error is
+    /// the fabric failing, and is returned.
+    fn submit(
+        &mut self,
+        subs: &[Submission<'_>],
+        out: &mut Vec<DriverEvent>,
+    ) -> Result<(), ShellError> {
+        match self.rings.submit(&self.shell, subs) {
+            Ok(()) => {
+                self.in_flight += subs.len();
+                return Ok(());
+            }
+            Err(e @ ShellError::Dma(_)) => return Err(e),
+            Err(_) => {}
+        }
+        // `submit` is all or nothing, so nothing of the batch went in: one
+        // by one now, refusing only those that fail.
+        for sub in subs {
+            match self.rings.submit(&self.shell, std::slice::from_ref(sub)) {
+                Ok(()) => self.in_flight += 1,
+                Err(e @ ShellError::Dma(_)) => return Err(e),
+                Err(e) => {
+                    log::warn!("fabric: submission refused: {e}");
+                    out.push(DriverEvent::Refused {
+                        tag: sub.tag,
+                        ctx: sub.ctx,
+                        reason: e.to_string(),
+                    });
                 }
             }
         }
-        drop(subs);
-        cmds.clear();
+        Ok(())
+    }
+
+    /// Stops the rings on the way out (contract section 5: CONTROL = 0,
+    /// then STATUS.RUNNING = 0), so the fabric writes nothing more into
+    /// the buffer that is unmapped next. Consumes the driver: nothing
+    /// drives the rings after this.
+    pub fn stop(mut self) -> Result<(), ShellError> {
+        let dropped = self.rings.stop(&self.shell)?;
+        if !dropped.is_empty() {
+            log::warn!(
+                "fabric: {} request(s) were still on the fabric when the rings stopped",
+                dropped.len()
+            );
+        }
+        log::info!("fabric: rings stopped");
+        Ok(())
     }
 
     fn drain(&mut self, out: &mut Vec<DriverEvent>) -> Result<(), ShellError> {
@@ -407,40 +331,13 @@ impl Driver {
         self.done = done;
         let report = report?;
         if report.event {
+            if let Some(code) = report.fault {
+                self.faults.report(code, Instant::now());
+            }
             out.push(DriverEvent::ShellEvent {
                 fault: report.fault,
             });
         }
         Ok(())
-    }
-
-    /// Drives the fabric on its own, through channels, until the command
-    /// channel closes or the fabric fails (`fabricd generate`; the daemon
-    /// runs the driver inside its scheduler instead).
-    pub async fn run(
-        mut self,
-        mut cmds: mpsc::Receiver<DriverCmd>,
-        events: mpsc::Sender<DriverEvent>,
-    ) -> Result<(), ShellError> {
-        let mut batch = Vec::new();
-        let mut out = Vec::new();
-        loop {
-            tokio::select! {
-                r = self.ready() => {
-                    r?;
-                    self.service(&mut out)?;
-                }
-                cmd = cmds.recv() => {
-                    let Some(cmd) = cmd else { return Ok(()) };
-                    batch.push(cmd);
-                    self.execute(&mut batch, &mut out);
-                }
-            }
-            for ev in out.drain(..) {
-                if events.send(ev).await.is_err() {
-                    return Ok(());
-                }
-            }
-        }
     }
 }

@@ -13,7 +13,11 @@ use fabric_hw::shell::RingConfig;
 use fabric_hw::Root;
 use fabric_model::tokenizer::EOS;
 use fabricd::catalog::Catalog;
-use fabricd::fabric::{self, Driver, DriverCmd, DriverEvent, Job};
+use fabricd::fabric::Driver;
+use fabricd::scheduler::{
+    self, Admission, Channels, ClientKey, Published, ReqEvent, SlotView, State,
+};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 #[derive(Parser, Debug)]
@@ -250,7 +254,7 @@ fn load_catalog(root: &Root, dir: Option<PathBuf>) -> anyhow::Result<Catalog> {
 
 fn probe(root: &std::path::Path, catalog: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     let root = Root::new(root);
-    let p = fabric::probe(&root)?;
+    let p = fabric_hw::attach::probe(&root)?;
     let catalog = load_catalog(&root, catalog).ok();
     if json {
         println!("{}", serde_json::to_string_pretty(&p)?);
@@ -333,8 +337,9 @@ fn generate(
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async {
-        let attached = fabric::attach(&root, RingConfig::default())?;
-        let slots = attached.shell.slots();
+        let attached = fabric_hw::attach(&root, RingConfig::default())?;
+        let (driver, shell, _topology) = Driver::new(attached);
+        let slots = shell.slots();
         let pick = slots.iter().find(|s| {
             s.state == SlotState::Ready
                 && match &model {
@@ -362,55 +367,75 @@ fn generate(
         if tokens.is_empty() {
             bail!("the prompt is empty");
         }
-        let ctx = slot.index as u16 * attached.shell.info().contexts_per_slot as u16;
-        let (driver, _shell, _topo) = Driver::new(attached);
-        let (cmd_tx, cmd_rx) = mpsc::channel(16);
-        let (ev_tx, mut ev_rx) = mpsc::channel(256);
-        let task = tokio::spawn(driver.run(cmd_rx, ev_tx));
+        // The daemon's own path: the scheduler, which runs the driver.
+        let views: Vec<SlotView> = slots
+            .iter()
+            .map(|s| SlotView {
+                index: s.index,
+                state: s.state,
+                model: catalog.by_hash(&s.hash).map(|m| m.name.clone()),
+                hash: s.hash.clone(),
+                accepting: true,
+            })
+            .collect();
+        let state = State::new(views, shell.info().contexts_per_slot);
+        let (admit, admit_rx) = mpsc::channel(1);
+        let (_cancel, cancel_rx) = mpsc::unbounded_channel();
+        let (_control, control_rx) = mpsc::channel(1);
+        let task = tokio::spawn(scheduler::run(
+            state,
+            Channels {
+                admit: admit_rx,
+                cancel: cancel_rx,
+                control: control_rx,
+                stop: tokio_util::sync::CancellationToken::new(),
+            },
+            driver,
+            Arc::new(Published::default()),
+            Arc::new(fabricd::stats::InFlight::default()),
+        ));
         let start = Instant::now();
-        cmd_tx
-            .send(DriverCmd::Submit(Job {
-                tag: 1,
-                ctx,
+        let (tx, mut events) = scheduler::events(false);
+        let timeout = std::time::Duration::from_secs(3600);
+        admit
+            .send(Admission {
+                id: 1,
+                model: entry.name.clone(),
+                client: ClientKey {
+                    ip: std::net::Ipv4Addr::LOCALHOST.into(),
+                    user: None,
+                },
                 prompt: tokens.clone(),
                 max_tokens,
                 temperature,
                 seed,
+                progress: false,
+                announce: false,
                 stop_token: EOS,
-                stream: false,
-            }))
+                deadline: start + timeout,
+                timeout,
+                received: start,
+                events: tx,
+                permit: None,
+            })
             .await
-            .context("the driver stopped")?;
-        let mut out = Vec::new();
-        let done = loop {
-            match ev_rx.recv().await {
-                Some(DriverEvent::Tokens { tokens, .. }) => out.extend(tokens),
-                Some(DriverEvent::Done(d)) => break d,
-                Some(DriverEvent::Refused { reason, .. }) => bail!("the fabric refused the request: {reason}"),
-                Some(DriverEvent::ShellEvent { .. }) => {}
-                None => {
-                    return match task.await {
-                        Ok(Err(e)) => Err(e.into()),
-                        _ => Err(anyhow::anyhow!("the driver stopped")),
-                    }
-                }
+            .context("the scheduler stopped")?;
+        drop(admit);
+        let (out, n_tokens, fabric_us, finish, slot_index) = match events.recv().await {
+            Some(ReqEvent::Finished { tokens, n_tokens, fabric_us, finish, slot, .. }) => {
+                (tokens, n_tokens, fabric_us, finish, slot)
             }
+            Some(ReqEvent::Failed(o)) => bail!("the request failed: {}", o.message()),
+            _ => bail!("the scheduler stopped"),
         };
-        out.extend(&done.tokens);
-        if !done.intact {
-            bail!("the output failed its CRC check: the fabric or the buffer corrupted it");
-        }
+        let driver = task.await.context("the scheduler task")?;
+        driver.stop()?;
         let text: Vec<u32> = out.iter().copied().filter(|&t| t != EOS && t != NO_STOP_TOKEN).collect();
         println!("{}{}", prompt, tokenizer.decode(&text));
         eprintln!(
-            "fabricd: {} from slot {}: {} prompt + {} output tokens, {:?} ({:?}), fabric {} µs, {:.1} ms end to end",
+            "fabricd: {} from slot {slot_index}: {} prompt + {n_tokens} output tokens, {finish:?}, fabric {fabric_us} µs, {:.1} ms end to end",
             entry.name,
-            slot.index,
             tokens.len(),
-            done.n_tokens,
-            done.status,
-            done.finish,
-            done.fabric_us,
             start.elapsed().as_secs_f64() * 1e3
         );
         Ok(())

@@ -462,11 +462,13 @@ impl State {
                     tag,
                     ctx,
                     prompt: adm.prompt.clone(),
-                    max_tokens: adm.max_tokens,
-                    temperature: adm.temperature,
-                    seed: adm.seed,
-                    stop_token: adm.stop_token,
-                    stream: adm.progress,
+                    params: fabric_hw::shell::Params {
+                        max_tokens: adm.max_tokens,
+                        temperature: adm.temperature,
+                        seed: adm.seed,
+                        stop_token: adm.stop_token,
+                        stream: adm.progress,
+                    },
                 }));
                 self.running.insert(
                     tag,
@@ -795,6 +797,9 @@ pub struct Channels {
     /// one), which the semaphore bounds: unbounded here cannot grow past it.
     pub cancel: mpsc::UnboundedReceiver<ReqId>,
     pub control: mpsc::Receiver<Control>,
+    /// Fires when shutdown's grace is over: whatever is left is answered
+    /// `shutting_down` and the task ends.
+    pub stop: tokio_util::sync::CancellationToken,
 }
 
 /// Runs the scheduler, and the fabric's driver with it, until the
@@ -805,7 +810,7 @@ pub async fn run(
     mut driver: Driver,
     published: Arc<Published>,
     in_flight: Arc<crate::stats::InFlight>,
-) {
+) -> Driver {
     let mut meter = RateMeter {
         window_start: Instant::now(),
         count: 0,
@@ -863,10 +868,15 @@ pub async fn run(
                     log::error!("scheduler: the fabric failed ({e}); answering every request");
                     state.fail_all(&Outcome::FabricError { message: format!("the fabric failed: {e}") });
                     publish(&state, &published);
-                    return;
+                    return driver;
                 }
             },
             _ = &mut timer, if deadline.is_some() => cmds.extend(state.expire(Instant::now())),
+            _ = ch.stop.cancelled() => {
+                state.fail_all(&Outcome::ShuttingDown);
+                publish(&state, &published);
+                return driver;
+            }
         }
         if admitted.is_some() && one_thread {
             // Woken by an admission: let the connections that are ready to
@@ -902,7 +912,14 @@ pub async fn run(
             if cmds.is_empty() {
                 break;
             }
-            driver.execute(&mut cmds, &mut fabric);
+            if let Err(e) = driver.execute(&mut cmds, &mut fabric) {
+                log::error!("scheduler: the fabric failed ({e}); answering every request");
+                state.fail_all(&Outcome::FabricError {
+                    message: format!("the fabric failed: {e}"),
+                });
+                publish(&state, &published);
+                return driver;
+            }
             if fabric.is_empty() {
                 break;
             }
@@ -915,7 +932,7 @@ pub async fn run(
         }
         in_flight.set(state.in_flight() as u64, now);
         if !admitting && state.queued() == 0 && state.in_flight() == 0 {
-            return;
+            return driver;
         }
     }
 }

@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabric_hw::contract::REG_CONTROL;
 use fabric_hw::shell::RingConfig;
 use fabric_hw::Root;
 use tokio::net::TcpListener;
@@ -25,7 +24,7 @@ use tokio_util::task::TaskTracker;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::control::{Commands, Refusal};
-use crate::fabric::{self, Driver};
+use crate::fabric::Driver;
 use crate::metrics::Metrics;
 use crate::rotation::{RotationError, Rotator};
 use crate::scheduler::{self, Channels, Published, State};
@@ -65,7 +64,7 @@ pub async fn run(
     let catalog = Arc::new(Catalog::load(&config.catalog_dir())?);
     let attached = {
         let root = root.clone();
-        tokio::task::block_in_place(|| fabric::attach(&root, RingConfig::default()))?
+        tokio::task::block_in_place(|| fabric_hw::attach(&root, RingConfig::default()))?
     };
     let (driver, shell, topology) = Driver::new(attached);
     let info = shell.info().clone();
@@ -99,6 +98,7 @@ pub async fn run(
 
     let (admit_tx, admit_rx) = mpsc::channel(config.queue_capacity);
     let (cancel_tx, cancel_rx) = mpsc::unbounded_channel();
+    let sched_stop = CancellationToken::new();
     let published = Arc::new(Published::default());
     let metrics = Arc::new(Metrics::default());
     let state = State::new(views, info.contexts_per_slot);
@@ -108,6 +108,7 @@ pub async fn run(
             admit: admit_rx,
             cancel: cancel_rx,
             control: control_rx,
+            stop: sched_stop.clone(),
         },
         driver,
         published.clone(),
@@ -198,16 +199,17 @@ pub async fn run(
     // (a ring, a cache sync or the interrupt): it has answered what it held
     // with `fabric_error`. What it owned is in an unknown state, so fabricd
     // stops and the board's supervisor starts it again, to attach afresh.
-    let mut scheduler_ended = false;
+    let mut ended = None;
     tokio::select! {
         _ = shutdown.cancelled() => {}
-        _ = &mut sched_task => {
-            scheduler_ended = true;
+        d = &mut sched_task => {
+            ended = Some(d);
             log::error!("serve: the fabric failed; fabricd restarts to attach to it again");
             // The connections and the accept loop stop on this token.
             shutdown.cancel();
         }
     }
+    let scheduler_ended = ended.is_some();
     log::info!("serve: shutting down");
     app.shutting_down
         .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -232,17 +234,27 @@ pub async fn run(
     drop(rotator);
     drop(app);
     // The scheduler ends once admission is closed and nothing is left, or
-    // at the end of the grace period.
-    if !scheduler_ended
-        && tokio::time::timeout(Duration::from_secs(1), &mut sched_task)
-            .await
-            .is_err()
-    {
-        log::warn!("serve: the scheduler did not drain");
-        // It owns the driver: nothing touches the rings once it is gone.
-        sched_task.abort();
-        let _ = sched_task.await;
-    }
+    // when told to at the end of the grace period, answering what is left.
+    let ended = match ended {
+        Some(d) => d,
+        None => match tokio::time::timeout(Duration::from_secs(1), &mut sched_task).await {
+            Ok(d) => d,
+            Err(_) => {
+                log::warn!(
+                    "serve: the scheduler did not drain; answering what is left shutting_down"
+                );
+                sched_stop.cancel();
+                (&mut sched_task).await
+            }
+        },
+    };
+    let driver = match ended {
+        Ok(driver) => Some(driver),
+        Err(e) => {
+            log::error!("serve: the scheduler task failed: {e}");
+            None
+        }
+    };
     // The open stats window is written whole.
     stats.checkpoint().await;
     drop(stats);
@@ -256,8 +268,12 @@ pub async fn run(
     }
     // Quiesce: stop the rings so the fabric writes nothing more into the
     // buffer we unmap on exit.
-    if shell.magic_ok() {
-        REG_CONTROL.set(shell.regs(), 0);
+    if let Some(driver) = driver {
+        if shell.magic_ok() {
+            if let Err(e) = tokio::task::block_in_place(|| driver.stop()) {
+                log::error!("serve: stopping the rings: {e}");
+            }
+        }
     }
     if scheduler_ended {
         log::info!("serve: stopped to attach to the fabric again");

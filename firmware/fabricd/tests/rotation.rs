@@ -6,7 +6,6 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{control, control_at, get, post_json, slots, Daemon};
-use fabric_hw::contract::SlotRegs;
 use fabric_sim::device::Faults;
 use serde_json::json;
 
@@ -18,7 +17,7 @@ fn loads(d: &Daemon, slot: usize) -> u32 {
     let root = d.sim.root();
     let topo = fabric_hw::devtree::discover_live(&root.device_tree()).expect("topology");
     let shell = fabric_hw::shell::Shell::attach(&root, &topo).expect("shell");
-    SlotRegs::of(slot).loads.get(shell.regs())
+    shell.slot(slot as u8).loads
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -371,7 +370,7 @@ fn slot_loads(sim: &fabric_sim::Simulator, slot: usize) -> u32 {
     let root = sim.root();
     let topo = fabric_hw::devtree::discover_live(&root.device_tree()).expect("topology");
     let shell = fabric_hw::shell::Shell::attach(&root, &topo).expect("shell");
-    SlotRegs::of(slot).loads.get(shell.regs())
+    shell.slot(slot as u8).loads
 }
 
 /// `fabricd serve` with the defaults over the simulated board at `dir`, as
