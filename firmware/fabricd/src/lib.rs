@@ -8,7 +8,8 @@
 //! - [`config`]: the TOML configuration and its flags.
 //! - [`api`]: the OpenAI completions request and response shapes.
 //! - [`outcome`]: every typed outcome, and the one place they become HTTP.
-//! - [`scheduler`]: the bounded, fair queue with deadlines and cancels.
+//! - [`sched`]: the bounded, fair queue with deadlines and cancels, and the
+//!   one owner of the slots' state.
 //! - [`server`]: connections, routes, handlers, event streams.
 //! - [`text`]: tokens to text: UTF-8 and stop sequences.
 //! - [`metrics`]: Prometheus counters and histograms.
@@ -30,7 +31,7 @@ pub mod lock;
 pub mod metrics;
 pub mod outcome;
 pub mod rotation;
-pub mod scheduler;
+pub mod sched;
 pub mod serve;
 pub mod server;
 pub mod stats;

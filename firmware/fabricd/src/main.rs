@@ -9,16 +9,14 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use fabric_hw::contract::{SlotState, NO_STOP_TOKEN};
+use fabric_hw::shell::Params;
 use fabric_hw::shell::RingConfig;
 use fabric_hw::Root;
 use fabric_model::tokenizer::EOS;
 use fabricd::catalog::Catalog;
 use fabricd::fabric::Driver;
-use fabricd::scheduler::{
-    self, Admission, Channels, ClientKey, Published, ReqEvent, SlotView, State,
-};
+use fabricd::sched::{self, Admission, ClientKey, ReqEvent, Request};
 use std::sync::Arc;
-use tokio::sync::mpsc;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -338,7 +336,8 @@ fn generate(
         .context("starting the runtime")?;
     runtime.block_on(async {
         let attached = fabric_hw::attach(&root, RingConfig::default())?;
-        let (driver, shell, _topology) = Driver::new(attached);
+        let (driver, _topology) = Driver::new(attached);
+        let shell = driver.shell().clone();
         let slots = shell.slots();
         let pick = slots.iter().find(|s| {
             s.state == SlotState::Ready
@@ -358,7 +357,8 @@ fn generate(
         };
         let entry = catalog
             .by_hash(&slot.hash)
-            .with_context(|| format!("slot {} holds an image that is not in the catalog {}", slot.index, catalog.dir.display()))?;
+            .with_context(|| format!("slot {} holds an image that is not in the catalog {}", slot.index, catalog.dir.display()))?
+            .clone();
         let tokenizer = entry
             .tokenizer
             .clone()
@@ -368,59 +368,47 @@ fn generate(
             bail!("the prompt is empty");
         }
         // The daemon's own path: the scheduler, which runs the driver.
-        let views: Vec<SlotView> = slots
-            .iter()
-            .map(|s| SlotView {
-                index: s.index,
-                state: s.state,
-                model: catalog.by_hash(&s.hash).map(|m| m.name.clone()),
-                hash: s.hash.clone(),
-                accepting: true,
-            })
-            .collect();
-        let state = State::new(views, shell.info().contexts_per_slot);
-        let (admit, admit_rx) = mpsc::channel(1);
-        let (_cancel, cancel_rx) = mpsc::unbounded_channel();
-        let (_control, control_rx) = mpsc::channel(1);
-        let task = tokio::spawn(scheduler::run(
-            state,
-            Channels {
-                admit: admit_rx,
-                cancel: cancel_rx,
-                control: control_rx,
-                stop: tokio_util::sync::CancellationToken::new(),
-            },
+        let scheduler = sched::spawn(
             driver,
-            Arc::new(Published::default()),
+            Arc::new(catalog),
+            1,
             Arc::new(fabricd::stats::InFlight::default()),
-        ));
+        );
         let start = Instant::now();
-        let (tx, mut events) = scheduler::events(false);
+        let (tx, mut events) = sched::events(false);
         let timeout = std::time::Duration::from_secs(3600);
-        admit
-            .send(Admission {
-                id: 1,
-                model: entry.name.clone(),
-                client: ClientKey {
-                    ip: std::net::Ipv4Addr::LOCALHOST.into(),
-                    user: None,
-                },
-                prompt: tokens.clone(),
+        let request = Request {
+            model: entry.name.clone(),
+            client: ClientKey {
+                ip: std::net::Ipv4Addr::LOCALHOST.into(),
+                user: None,
+            },
+            prompt: tokens.clone(),
+            params: Params {
                 max_tokens,
                 temperature,
                 seed,
-                progress: false,
-                announce: false,
                 stop_token: EOS,
-                deadline: start + timeout,
-                timeout,
-                received: start,
+                stream: false,
+            },
+            announce: false,
+            deadline: start + timeout,
+            timeout,
+            received: start,
+        };
+        let admitted = scheduler
+            .handle
+            .admit(Admission {
+                id: 1,
+                request,
                 events: tx,
                 permit: None,
             })
-            .await
-            .context("the scheduler stopped")?;
-        drop(admit);
+            .await;
+        if admitted.is_err() {
+            bail!("the scheduler stopped");
+        }
+        drop(scheduler.handle);
         let (out, n_tokens, fabric_us, finish, slot_index) = match events.recv().await {
             Some(ReqEvent::Finished { tokens, n_tokens, fabric_us, finish, slot, .. }) => {
                 (tokens, n_tokens, fabric_us, finish, slot)
@@ -428,7 +416,7 @@ fn generate(
             Some(ReqEvent::Failed(o)) => bail!("the request failed: {}", o.message()),
             _ => bail!("the scheduler stopped"),
         };
-        let driver = task.await.context("the scheduler task")?;
+        let driver = scheduler.task.await.context("the scheduler task")?;
         driver.stop()?;
         let text: Vec<u32> = out.iter().copied().filter(|&t| t != EOS && t != NO_STOP_TOKEN).collect();
         println!("{}{}", prompt, tokenizer.decode(&text));

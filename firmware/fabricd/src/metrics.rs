@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::scheduler::SlotView;
+use crate::sched::SlotView;
 
 /// Every outcome label, in a fixed order. `ok` is a completion; `cancelled`
 /// is a client that went away first.

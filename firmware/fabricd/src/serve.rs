@@ -17,7 +17,7 @@ use std::time::Duration;
 use fabric_hw::shell::RingConfig;
 use fabric_hw::Root;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -27,7 +27,7 @@ use crate::control::{Commands, Refusal};
 use crate::fabric::Driver;
 use crate::metrics::Metrics;
 use crate::rotation::{RotationError, Rotator};
-use crate::scheduler::{self, Channels, Published, State};
+use crate::sched;
 use crate::server::{self, App};
 use serde_json::json;
 use std::time::Instant;
@@ -66,28 +66,32 @@ pub async fn run(
         let root = root.clone();
         tokio::task::block_in_place(|| fabric_hw::attach(&root, RingConfig::default()))?
     };
-    let (driver, shell, topology) = Driver::new(attached);
+    let (driver, topology) = Driver::new(attached);
+    let shell = driver.shell().clone();
     let info = shell.info().clone();
     let (stats, stats_task) = crate::stats::start(config.stats());
-
-    let (control_tx, control_rx) = mpsc::channel(64);
-    let restart = crate::rotation::RestartHandle::new(shutdown.clone());
-    let rotator = Arc::new(
-        Rotator::new(
-            root.clone(),
-            catalog.clone(),
-            shell.clone(),
-            topology,
-            control_tx.clone(),
-            stats.clone(),
-            config.rotation(),
-        )
-        .with_restart(restart.clone()),
+    let scheduler = sched::spawn(
+        driver,
+        catalog.clone(),
+        config.queue_capacity,
+        stats.in_flight.clone(),
     );
+    let mut sched_task = scheduler.task;
+    let sched_stop = scheduler.stop;
+    let restart = crate::rotation::RestartHandle::new(shutdown.clone());
+    let rotator = Arc::new(Rotator::new(
+        root.clone(),
+        catalog.clone(),
+        shell.clone(),
+        topology,
+        scheduler.handle.control().clone(),
+        stats.clone(),
+        config.rotation(),
+        restart.clone(),
+    ));
     // A restart finds the models the fabric kept running: nothing is
     // reflashed.
-    let views = rotator.views();
-    for v in &views {
+    for v in &scheduler.handle.published().view().slots {
         log::info!(
             "serve: slot {} {} {}",
             v.index,
@@ -95,43 +99,20 @@ pub async fn run(
             v.model.as_deref().unwrap_or("-")
         );
     }
-
-    let (admit_tx, admit_rx) = mpsc::channel(config.queue_capacity);
-    let (cancel_tx, cancel_rx) = mpsc::unbounded_channel();
-    let sched_stop = CancellationToken::new();
-    let published = Arc::new(Published::default());
     let metrics = Arc::new(Metrics::default());
-    let state = State::new(views, info.contexts_per_slot);
-    let mut sched_task = tokio::spawn(scheduler::run(
-        state,
-        Channels {
-            admit: admit_rx,
-            cancel: cancel_rx,
-            control: control_rx,
-            stop: sched_stop.clone(),
-        },
-        driver,
-        published.clone(),
-        stats.in_flight.clone(),
-    ));
     // The nominal rate, before any completion was measured: every slot busy
     // with typical speculative-typing requests.
     let nominal_rate = (info.slot_rate(16, 8) * info.slots as f64).min(1e6);
     let app = Arc::new(App {
         config: config.clone(),
         catalog: (*catalog).clone(),
-        shell: shell.clone(),
-        info: info.clone(),
-        admit: admit_tx,
-        cancel: cancel_tx,
+        sched: scheduler.handle,
         permits: Arc::new(Semaphore::new(config.queue_capacity)),
-        published: published.clone(),
         metrics,
         next_id: AtomicU64::new(1),
         shutting_down: AtomicBool::new(false),
         nominal_rate,
         stats: stats.clone(),
-        rotator: Some(rotator.clone()),
     });
     let admin_stop = CancellationToken::new();
     let socket = config.socket_path();
@@ -163,20 +144,6 @@ pub async fn run(
         accept_stop.clone(),
         tracker.clone(),
     ));
-    // Slot states: loads publish their own changes; a cheap periodic
-    // refresh keeps /readyz honest about anything else the shell reports.
-    let refresher = {
-        let rotator = rotator.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(500));
-            loop {
-                tick.tick().await;
-                if !rotator.publish().await {
-                    return;
-                }
-            }
-        })
-    };
     let schedule = config.rotation_interval().map(|every| {
         let rotator = rotator.clone();
         tokio::spawn(async move {
@@ -226,11 +193,9 @@ pub async fn run(
     if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
         log::warn!("serve: requests still running after {grace:?}; answering them shutting_down");
     }
-    refresher.abort();
     if let Some(t) = control_task {
         let _ = t.await;
     }
-    drop(control_tx);
     drop(rotator);
     drop(app);
     // The scheduler ends once admission is closed and nothing is left, or
@@ -320,22 +285,23 @@ impl Commands for Admin {
     async fn run(&self, cmd: &str, req: &serde_json::Value) -> Result<serde_json::Value, Refusal> {
         use std::sync::atomic::Ordering::Relaxed;
         let app = &self.app;
+        let published = app.sched.published();
         match cmd {
             "status" => Ok(json!({
                 "version": env!("CARGO_PKG_VERSION"),
                 "uptime_s": self.started.elapsed().as_secs_f64(),
                 "fabric": {
-                    "state": if app.shell.magic_ok() { "attached" } else { "dark" },
-                    "device": app.shell.device().dev_path,
-                    "shell": app.info,
+                    "state": published.view().state,
+                    "device": published.device,
+                    "shell": published.info,
                 },
-                "queue_depth": app.published.queued.load(Relaxed),
-                "in_flight": app.published.in_flight.load(Relaxed),
+                "queue_depth": published.queued.load(Relaxed),
+                "in_flight": published.in_flight.load(Relaxed),
                 "connections": app.metrics.connections_open.load(Relaxed),
-                "slots": app.published.slots(),
+                "slots": published.view().slots,
             })),
             "models" => {
-                let slots = app.published.slots();
+                let slots = published.view().slots.clone();
                 let models: Vec<_> = app
                     .catalog
                     .models
@@ -388,7 +354,7 @@ impl Commands for Admin {
                 Ok(json!({
                     "message": load_message(&r),
                     "report": r,
-                    "slots": app.published.slots(),
+                    "slots": published.view().slots,
                 }))
             }
             "rotate" => {
@@ -396,7 +362,7 @@ impl Commands for Admin {
                 Ok(json!({
                     "message": load_message(&r),
                     "report": r,
-                    "slots": app.published.slots(),
+                    "slots": published.view().slots,
                 }))
             }
             "drain" | "resume" => {
@@ -416,7 +382,7 @@ impl Commands for Admin {
                     self.rotator.resume(slot).await.map_err(refuse)?;
                     format!("slot {slot} takes work again")
                 };
-                Ok(json!({"message": message, "slots": app.published.slots()}))
+                Ok(json!({"message": message, "slots": published.view().slots}))
             }
             other => Err(Refusal::new(
                 "unknown_command",

@@ -27,7 +27,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use fabric_hw::contract::Finish;
-use fabric_hw::shell::{Shell, ShellInfo};
 use fabric_model::tokenizer::EOS;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -49,23 +48,20 @@ use crate::config::Config;
 use crate::guard;
 use crate::metrics::Metrics;
 use crate::outcome::Outcome;
-use crate::scheduler::{Admission, ClientKey, Events, Published, ReqEvent, ReqId};
+use crate::sched::{self, Admission, ClientKey, Events, Handle, ReqEvent, ReqId};
 use crate::text::{StopMatcher, Utf8Decoder};
 
 /// Connections over the cap that are still answered (with `overloaded`).
 const REFUSAL_BUDGET: usize = 256;
 
-/// What every handler shares.
+/// What every handler shares. The fabric is reached only through the
+/// scheduler: its handle, and what it publishes.
 #[derive(Debug)]
 pub struct App {
     pub config: Config,
     pub catalog: Catalog,
-    pub shell: Arc<Shell>,
-    pub info: ShellInfo,
-    pub admit: mpsc::Sender<Admission>,
-    pub cancel: mpsc::UnboundedSender<ReqId>,
+    pub sched: Handle,
     pub permits: Arc<Semaphore>,
-    pub published: Arc<Published>,
     pub metrics: Arc<Metrics>,
     pub next_id: AtomicU64,
     pub shutting_down: AtomicBool,
@@ -73,8 +69,6 @@ pub struct App {
     /// for `Retry-After` before any has been measured.
     pub nominal_rate: f64,
     pub stats: Arc<crate::stats::StatsHandle>,
-    /// Model rotation; `default` asks it for the current model.
-    pub rotator: Option<Arc<crate::rotation::Rotator>>,
 }
 
 /// The model name that follows rotation.
@@ -145,7 +139,7 @@ impl CancelGuard {
 impl Drop for CancelGuard {
     fn drop(&mut self) {
         if self.armed {
-            let _ = self.app.cancel.send(self.id);
+            self.app.sched.cancel(self.id);
             self.app.ended(&self.ledger, "cancelled", 0, 0);
         }
     }
@@ -272,7 +266,7 @@ async fn serve_http(
 
 /// Over the connection cap: read the request, answer `overloaded`, close.
 async fn refuse_conn(stream: TcpStream, app: &Arc<App>) {
-    let retry = app.published.retry_after(app.nominal_rate);
+    let retry = app.sched.published().retry_after(app.nominal_rate);
     let service = service_fn(move |_req: Request<Incoming>| async move {
         let mut r = Outcome::Overloaded {
             retry_after: retry,
@@ -298,7 +292,7 @@ async fn route(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Resp
         ("/v1/models", &Method::GET) => models(app),
         ("/healthz", &Method::GET) => json_response(StatusCode::OK, &json!({"status": "ok"})),
         ("/readyz", &Method::GET) => readyz(app),
-        ("/metrics", &Method::GET) => metrics(app),
+        ("/metrics", &Method::GET) => metrics(app).await,
         ("/stats", &Method::GET) => {
             // `?since_ms=N`: windows ending at or after N (ms since 1970).
             let since = req
@@ -348,7 +342,8 @@ fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response<Body> {
 }
 
 fn models(app: &App) -> Response<Body> {
-    let slots = app.published.slots();
+    let view = app.sched.published().view();
+    let slots = &view.slots;
     let data: Vec<_> = app
         .catalog
         .models
@@ -375,9 +370,10 @@ fn models(app: &App) -> Response<Body> {
 }
 
 fn readyz(app: &App) -> Response<Body> {
-    let slots = app.published.slots();
+    let published = app.sched.published();
+    let view = published.view();
     let mut models = serde_json::Map::new();
-    for s in &slots {
+    for s in &view.slots {
         if let Some(m) = &s.model {
             let state = if s.state == fabric_hw::contract::SlotState::Ready && s.accepting {
                 "ready"
@@ -391,21 +387,22 @@ fn readyz(app: &App) -> Response<Body> {
         }
     }
     let ready = !app.shutting_down.load(Ordering::Relaxed) && models.values().any(|v| v == "ready");
+    let info = &published.info;
     let body = json!({
         "ready": ready,
         "fabric": {
-            "state": if app.shell.magic_ok() { "attached" } else { "dark" },
-            "slots": app.info.slots,
-            "lanes": app.info.lanes,
-            "contexts_per_slot": app.info.contexts_per_slot,
-            "prefill_ns": app.info.prefill_ns,
-            "decode_ns": app.info.decode_ns,
-            "max_prompt": app.info.max_prompt,
-            "max_output": app.info.max_output,
+            "state": view.state,
+            "slots": info.slots,
+            "lanes": info.lanes,
+            "contexts_per_slot": info.contexts_per_slot,
+            "prefill_ns": info.prefill_ns,
+            "decode_ns": info.decode_ns,
+            "max_prompt": info.max_prompt,
+            "max_output": info.max_output,
         },
         "models": models,
-        "slots": slots,
-        "queue_depth": app.published.queued.load(Ordering::Relaxed),
+        "slots": view.slots,
+        "queue_depth": published.queued.load(Ordering::Relaxed),
     });
     json_response(
         if ready {
@@ -417,12 +414,13 @@ fn readyz(app: &App) -> Response<Body> {
     )
 }
 
-fn metrics(app: &App) -> Response<Body> {
-    let counters = app.shell.magic_ok().then(|| app.shell.counters());
+async fn metrics(app: &App) -> Response<Body> {
+    let counters = app.sched.control().counters().await;
+    let published = app.sched.published();
     let text = app.metrics.render(
-        app.published.queued.load(Ordering::Relaxed),
-        app.published.in_flight.load(Ordering::Relaxed),
-        &app.published.slots(),
+        published.queued.load(Ordering::Relaxed),
+        published.in_flight.load(Ordering::Relaxed),
+        &published.view().slots,
         counters,
     );
     let mut r = Response::new(full(text));
@@ -585,7 +583,7 @@ async fn start_completion(
     let (sent, mut ready) = {
         let bytes = read_body(app, body, ledger.received).await?;
         let (adm, ready) = prepare(app, &bytes, header_deadline, ledger)?;
-        (app.admit.send(adm), ready)
+        (app.sched.admit(adm), ready)
     };
     if sent.await.is_err() {
         return Err(Outcome::ShuttingDown);
@@ -637,9 +635,10 @@ fn prepare(
     let current;
     let name: &str = if request.model == DEFAULT_MODEL {
         current = app
-            .rotator
-            .as_ref()
-            .and_then(|r| r.current())
+            .sched
+            .published()
+            .view()
+            .default_model()
             .ok_or_else(|| Outcome::ModelNotLoaded {
                 model: DEFAULT_MODEL.into(),
             })?;
@@ -664,28 +663,29 @@ fn prepare(
         })?;
     // A waiting request keeps only the prompt's tokens.
     let prompt = tokenizer.encode(&request.prompt);
+    let info = &app.sched.published().info;
     let model_name = model.name.clone();
     ledger.model = Some(model_name.clone());
     ledger.tokens_in = prompt.len() as u64;
-    if prompt.len() > app.info.max_prompt as usize {
+    if prompt.len() > info.max_prompt as usize {
         return Err(Outcome::invalid(
             "prompt",
             format!(
                 "the prompt is {} tokens; the fabric takes at most {}",
                 prompt.len(),
-                app.info.max_prompt
+                info.max_prompt
             ),
         ));
     }
     let max_tokens = request
         .max_tokens
-        .unwrap_or(app.config.default_max_tokens.min(app.info.max_output));
-    if max_tokens > app.info.max_output {
+        .unwrap_or(app.config.default_max_tokens.min(info.max_output));
+    if max_tokens > info.max_output {
         return Err(Outcome::invalid(
             "max_tokens",
             format!(
                 "max_tokens {max_tokens} is beyond the fabric's limit of {}",
-                app.info.max_output
+                info.max_output
             ),
         ));
     }
@@ -706,32 +706,38 @@ fn prepare(
     // Admission: a permit now, or overloaded now.
     let Ok(permit) = app.permits.clone().try_acquire_owned() else {
         return Err(Outcome::Overloaded {
-            retry_after: app.published.retry_after(app.nominal_rate),
+            retry_after: app.sched.published().retry_after(app.nominal_rate),
             reason: format!("the queue is full ({} requests)", app.config.queue_capacity),
         });
     };
     let id = app.next_id.fetch_add(1, Ordering::Relaxed);
-    let (tx, events) = crate::scheduler::events(request.stream || !request.stop.is_empty());
+    // Tokens as they come: a stream, or stop sequences to watch for.
+    let progress = request.stream || !request.stop.is_empty();
+    let (tx, events) = sched::events(progress);
     let adm = Admission {
         id,
-        model: model_name.clone(),
-        client,
-        prompt,
-        max_tokens,
-        temperature: request.temperature,
-        seed: request.seed.unwrap_or_else(|| random_seed(id)),
-        progress: request.stream || !request.stop.is_empty(),
-        // A stream must know before its 200; with stop sequences the
-        // answer may end before `Finished`, so it learns its slot early.
-        announce: request.stream || !request.stop.is_empty(),
-        stop_token: if request.ignore_eos {
-            fabric_hw::contract::NO_STOP_TOKEN
-        } else {
-            EOS
+        request: sched::Request {
+            model: model_name.clone(),
+            client,
+            prompt,
+            params: fabric_hw::shell::Params {
+                max_tokens,
+                temperature: request.temperature,
+                seed: request.seed.unwrap_or_else(|| random_seed(id)),
+                stop_token: if request.ignore_eos {
+                    fabric_hw::contract::NO_STOP_TOKEN
+                } else {
+                    EOS
+                },
+                stream: progress,
+            },
+            // A stream must know before its 200; with stop sequences the
+            // answer may end before `Finished`, so it learns its slot early.
+            announce: progress,
+            deadline: received + timeout,
+            timeout,
+            received,
         },
-        deadline: received + timeout,
-        timeout,
-        received,
         events: tx,
         permit: Some(permit),
     };
@@ -742,7 +748,7 @@ fn prepare(
         stream: request.stream,
         include_usage: request.include_usage,
         stop: request.stop,
-        prompt_tokens: adm.prompt.len(),
+        prompt_tokens: adm.request.prompt.len(),
         events,
     };
     Ok((adm, prepared))
@@ -857,7 +863,7 @@ async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
                 asm.push(&t, &mut text);
                 if asm.stops.stopped() {
                     // Stop sequence: free the context now.
-                    let _ = app.cancel.send(s.req.id);
+                    app.sched.cancel(s.req.id);
                     break (Finish::Stop, 0);
                 }
             }
@@ -973,7 +979,7 @@ async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
                     }
                 }
                 if stopped {
-                    let _ = app.cancel.send(s.req.id);
+                    app.sched.cancel(s.req.id);
                     finish_stream(
                         &app,
                         &mut s,

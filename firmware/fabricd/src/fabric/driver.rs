@@ -1,50 +1,27 @@
-//! Attaching to the fabric, and the driver that owns the rings.
+//! The driver: the one owner of the rings and the interrupt.
 //!
-//! `fabric_hw::attach` assembles the hardware layer's parts; [`Driver`] is
-//! the one owner of the rings: it submits and cancels, drains
-//! completions on every interrupt, and reports them. It knows nothing about
-//! HTTP, clients or fairness; the scheduler's task runs it.
+//! It submits and cancels, drains completions on every interrupt, and
+//! reports them; it knows nothing about HTTP, clients or fairness. Its
+//! steps are synchronous, and the scheduler's task runs it.
 //!
 //! A watchdog drains the rings every [`WATCHDOG`] while requests are in
 //! flight even without an interrupt, so a lost interrupt costs latency, not
-//! a hung request.
+//! a hung request. A decoder that hangs never answers; the scheduler's
+//! deadline answers its request (contract section 6: only a hung fabric
+//! needs the host's own timeout).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric_hw::contract::{CqeStatus, FaultCode, Finish};
 use fabric_hw::devtree::Topology;
-use fabric_hw::shell::{Completion, Params, Rings, Shell, ShellError, Submission};
+use fabric_hw::shell::{Completion, Rings, Shell, ShellError, Submission};
 use fabric_hw::uio::UioIrq;
 use fabric_hw::Attached;
 
 /// How often the rings are drained without an interrupt while work is in
 /// flight.
 pub const WATCHDOG: Duration = Duration::from_millis(100);
-
-/// A request for the fabric.
-#[derive(Debug, Clone)]
-pub struct Job {
-    pub tag: u32,
-    pub ctx: u16,
-    pub prompt: Vec<u32>,
-    pub params: Params,
-}
-
-/// What the driver is asked to do.
-#[derive(Debug)]
-pub enum DriverCmd {
-    Submit(Job),
-    Cancel {
-        ctx: u16,
-        tag: u32,
-    },
-    /// Initialise the rings again (after a full reconfiguration reset the
-    /// shell); every request the fabric held is answered as a fault.
-    Reset {
-        reply: tokio::sync::oneshot::Sender<Result<(), String>>,
-    },
-}
 
 /// How a request ended on the fabric.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,8 +114,7 @@ pub struct Driver {
 
 impl Driver {
     /// Must be called inside a tokio runtime (the watchdog's timer).
-    pub fn new(attached: Attached) -> (Driver, Arc<Shell>, Topology) {
-        let shell = attached.shell.clone();
+    pub fn new(attached: Attached) -> (Driver, Topology) {
         let mut watchdog =
             tokio::time::interval_at(tokio::time::Instant::now() + WATCHDOG, WATCHDOG);
         watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -152,7 +128,6 @@ impl Driver {
                 done: Vec::new(),
                 faults: FaultLog::default(),
             },
-            shell,
             attached.topology,
         )
     }
@@ -180,76 +155,49 @@ impl Driver {
         self.irq.unmask().map_err(ShellError::from)
     }
 
-    /// Runs `cmds` (emptying it), with one doorbell for all the
-    /// submissions; what they cause at once (refusals, a reset's dropped
-    /// requests) goes into `out`. An error is the fabric failing: a copy
-    /// or cache sync of the buffer refused, so nothing it holds can be
-    /// trusted.
-    pub fn execute(
-        &mut self,
-        cmds: &mut Vec<DriverCmd>,
-        out: &mut Vec<DriverEvent>,
-    ) -> Result<(), ShellError> {
-        // Cancels and resets first, then every submission behind one
-        // doorbell.
-        for cmd in cmds.extract_if(.., |c| !matches!(c, DriverCmd::Submit(_))) {
-            match cmd {
-                DriverCmd::Submit(_) => {}
-                DriverCmd::Cancel { ctx, tag } => {
-                    if self.rings.running(ctx) == tag {
-                        self.shell.cancel(ctx, tag);
-                    }
-                }
-                DriverCmd::Reset { reply } => {
-                    let outcome = match self.rings.reset(&self.shell) {
-                        Ok(dropped) => {
-                            self.in_flight = 0;
-                            out.extend(dropped.into_iter().map(|(tag, ctx)| {
-                                DriverEvent::Done(Done {
-                                    tag,
-                                    ctx,
-                                    status: CqeStatus::Fault,
-                                    finish: Finish::None,
-                                    tokens: Vec::new(),
-                                    n_tokens: 0,
-                                    fabric_us: 0,
-                                    intact: true,
-                                })
-                            }));
-                            if let Err(e) = self.irq.unmask() {
-                                log::warn!("fabric: unmasking after the reset: {e}");
-                            }
-                            Ok(())
-                        }
-                        Err(e) => Err(e.to_string()),
-                    };
-                    let _ = reply.send(outcome);
-                }
-            }
+    /// The shell, shared with what reads it or writes host-owned control
+    /// words (slot quiesce).
+    pub fn shell(&self) -> &Arc<Shell> {
+        &self.shell
+    }
+
+    /// Asks the fabric to stop the request `tag` in `ctx`, if it still
+    /// runs there.
+    pub fn cancel(&mut self, ctx: u16, tag: u32) {
+        if self.rings.running(ctx) == tag {
+            self.shell.cancel(ctx, tag);
         }
-        let subs: Vec<Submission<'_>> = cmds
-            .iter()
-            .filter_map(|c| match c {
-                DriverCmd::Submit(job) => Some(Submission {
-                    tag: job.tag,
-                    ctx: job.ctx,
-                    prompt: &job.prompt,
-                    params: job.params,
-                }),
-                _ => None,
+    }
+
+    /// Initialises the rings again (after a full reconfiguration reset
+    /// the shell); every request the fabric held is answered in `out` as a
+    /// fault.
+    pub fn reset(&mut self, out: &mut Vec<DriverEvent>) -> Result<(), ShellError> {
+        let dropped = self.rings.reset(&self.shell)?;
+        self.in_flight = 0;
+        out.extend(dropped.into_iter().map(|(tag, ctx)| {
+            DriverEvent::Done(Done {
+                tag,
+                ctx,
+                status: CqeStatus::Fault,
+                finish: Finish::None,
+                tokens: Vec::new(),
+                n_tokens: 0,
+                fabric_us: 0,
+                intact: true,
             })
-            .collect();
-        let result = self.submit(&subs, out);
-        drop(subs);
-        cmds.clear();
-        result
+        }));
+        if let Err(e) = self.irq.unmask() {
+            log::warn!("fabric: unmasking after the reset: {e}");
+        }
+        Ok(())
     }
 
     /// Submits a batch behind one doorbell. A request the rings refuse
     /// (invalid, its context busy, the ring full) is answered alone with
     /// [`DriverEvent::Refused`] and the rest still go in; a DMA error is
     /// the fabric failing, and is returned.
-    fn submit(
+    pub fn submit(
         &mut self,
         subs: &[Submission<'_>],
         out: &mut Vec<DriverEvent>,
