@@ -20,19 +20,14 @@
 
 #![forbid(unsafe_code)]
 
-pub mod api;
-pub mod body;
 pub mod catalog;
 pub mod config;
 pub mod control;
 pub mod fabric;
-pub mod guard;
+pub mod http;
 pub mod lock;
 pub mod metrics;
-pub mod outcome;
 pub mod rotation;
 pub mod sched;
 pub mod serve;
-pub mod server;
 pub mod stats;
-pub mod text;

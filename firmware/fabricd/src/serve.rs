@@ -25,10 +25,10 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::control::{Commands, Refusal};
 use crate::fabric::Driver;
+use crate::http::{self as server, App};
 use crate::metrics::Metrics;
 use crate::rotation::{RotationError, Rotator};
 use crate::sched;
-use crate::server::{self, App};
 use serde_json::json;
 use std::time::Instant;
 

@@ -56,6 +56,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::sched::Ending;
+
 /// The record format version.
 pub const VERSION: u16 = 1;
 const MAGIC: &[u8; 4] = b"FST1";
@@ -95,7 +97,7 @@ pub struct WindowRecord {
 /// What one request contributes.
 #[derive(Debug, Clone)]
 pub struct RequestEvent<'a> {
-    pub outcome: &'static str,
+    pub outcome: Ending,
     pub model: Option<&'a str>,
     pub client: Option<IpAddr>,
     pub received: Instant,
@@ -752,10 +754,11 @@ impl Live {
             let h = self.client_hash(ip);
             self.open.clients.insert(h);
         }
-        match self.open.requests.get_mut(ev.outcome) {
+        let label = ev.outcome.label();
+        match self.open.requests.get_mut(label) {
             Some(n) => *n += 1,
             None => {
-                self.open.requests.insert(ev.outcome.to_owned(), 1);
+                self.open.requests.insert(label.to_owned(), 1);
             }
         }
         self.open.tokens_in += ev.tokens_in;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use fabric_hw::contract::Finish;
 
-use crate::outcome::Outcome;
+use super::outcome::Outcome;
 
 /// The sending end of a request's events. The scheduler never waits on it.
 ///

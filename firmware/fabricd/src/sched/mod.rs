@@ -7,7 +7,7 @@
 //! cancel) and a [`Control`] for rotation and the control socket (drain,
 //! resume, loads). Nothing here knows HTTP: requests arrive validated
 //! ([`Request`]), and leave through their own event channel with a result
-//! or a domain [`Outcome`](crate::outcome::Outcome).
+//! or a domain [`Outcome`](Outcome).
 //!
 //! # Invariants
 //! - Admission is decided before anything is queued: the edge holds a
@@ -31,12 +31,14 @@
 //!   it, replaced whole on each change.
 
 mod events;
+mod outcome;
 mod request;
 mod slots;
 mod state;
 mod task;
 
 pub use events::{events, EventSender, Events, ReqEvent};
+pub use outcome::{Ending, Outcome};
 pub use request::{Admission, ClientKey, ReqId, Request};
 pub use slots::{FabricState, FabricView, ShellSlot, SlotView};
 pub use state::{Finished, Refusal, State};

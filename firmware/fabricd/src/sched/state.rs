@@ -9,10 +9,10 @@ use fabric_hw::shell::Submission;
 use tokio::sync::oneshot;
 
 use super::events::ReqEvent;
+use super::outcome::Outcome;
 use super::request::{Admission, ClientKey, ReqId};
 use super::slots::{FabricState, FabricView, ShellSlot, Slot};
 use crate::fabric::{Done, DriverEvent};
-use crate::outcome::Outcome;
 
 /// The scheduler's maps, looked up several times a request. Their keys are
 /// ours (ids, tags, model names) or a client's address and `user`;
@@ -471,22 +471,25 @@ impl State {
     }
 
     /// Stops starting work in `slot`; `drained` hears once nothing runs
-    /// there (at once if nothing does).
-    pub fn drain(&mut self, index: u8, drained: oneshot::Sender<()>) {
+    /// there. If nothing does now, it is handed back, to be told once the
+    /// change is published.
+    pub fn drain(
+        &mut self,
+        index: u8,
+        drained: oneshot::Sender<()>,
+    ) -> Option<oneshot::Sender<()>> {
         let running = self.running_in(index);
         match self.slot_mut(index) {
             Some(slot) => {
                 slot.accepting = false;
                 if running == 0 {
-                    let _ = drained.send(());
-                } else {
-                    slot.drained.push(drained);
+                    return Some(drained);
                 }
+                slot.drained.push(drained);
+                None
             }
             // No such slot: nothing runs there.
-            None => {
-                let _ = drained.send(());
-            }
+            None => Some(drained),
         }
     }
 

@@ -11,12 +11,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::events::ReqEvent;
+use super::outcome::Outcome;
 use super::request::{Admission, ReqId};
 use super::slots::{FabricState, FabricView, ShellSlot};
 use super::state::State;
 use crate::catalog::Catalog;
 use crate::fabric::{Driver, DriverEvent};
-use crate::outcome::Outcome;
 use crate::stats::InFlight;
 
 /// What the scheduler publishes: figures read on every request, and the
@@ -366,7 +366,13 @@ impl Task {
     fn command(&mut self, state: &mut State, cmd: Command, fabric: &mut Vec<DriverEvent>) {
         let now = Instant::now();
         match cmd {
-            Command::Drain { slot, drained } => state.drain(slot, drained),
+            Command::Drain { slot, drained } => {
+                let now_drained = state.drain(slot, drained);
+                self.published.publish_view(state);
+                if let Some(tx) = now_drained {
+                    let _ = tx.send(());
+                }
+            }
             Command::Resume { slot, done } => {
                 state.resume(slot);
                 self.published.publish_view(state);

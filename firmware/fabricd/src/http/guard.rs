@@ -93,7 +93,7 @@ impl Watch {
     }
 }
 
-impl crate::body::Dropped for Watch {
+impl crate::http::body::Dropped for Watch {
     fn dropped(&self) {
         self.end();
     }
