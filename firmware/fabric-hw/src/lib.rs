@@ -23,7 +23,7 @@
 //! - [`fpga`]: the FPGA manager and configfs device-tree overlays.
 //! - [`shell`]: the driver of the static shell: attach, rings, doorbell,
 //!   completions, slots.
-//! - [`attach`]: the one assembly of these parts that every driver of the
+//! - [`attach`](mod@attach): the one assembly of these parts that every driver of the
 //!   fabric uses (the daemon, `fabricd generate`, the simulator's tests).
 //!
 //! # Why not the `uio` crate

@@ -165,13 +165,13 @@ pub(super) async fn completions(
     // it is done, so a request waiting its turn holds only what it needs
     // to wait (the route's future lives as long as the request). Boxed in
     // a statement of its own: a temporary in a `match` scrutinee lives to
-    // the end of the match, across the await, and the unboxed future's
-    // 1.8 KB stayed in this one's state, which hyper moves into place for
-    // every request (the route's future went from 4.2 KB to 1.7 KB).
+    // the end of the match, across the await, so the unboxed future would
+    // sit inside this one, which hyper moves into place for every request
+    // (the README's design notes have the sizes).
     let admission = match check_head(app, req.headers()) {
         // Only the body goes on: the request's head is freed now, and the
-        // futures below do not carry it (under 1 KB, the box comes from
-        // malloc's per-thread cache).
+        // futures below do not carry it (small enough that the box comes
+        // from malloc's per-thread cache).
         Ok(header_deadline) => Box::pin(start_completion(
             app,
             req.into_body(),

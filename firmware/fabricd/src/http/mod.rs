@@ -7,7 +7,7 @@
 //! learns why; past that too, connections wait in the kernel's backlog.
 //! A connection that has sent nothing yet costs a socket and a parked task,
 //! not hyper's buffers: it is only handed to hyper once it is readable, and
-//! closed after the idle timeout if it never is. Its [`guard`](crate::guard)
+//! closed after the idle timeout if it never is. Its [`guard`]
 //! bounds slow headers (slowloris) and idle keep-alive, and drains it on
 //! shutdown.
 //!
@@ -18,6 +18,26 @@
 //! first answer decides between a typed error and a 200. After a 200 of an
 //! event stream, errors go in-band. A client that goes away drops its
 //! response, which cancels the request.
+//!
+//! # Invariants
+//! - Every request ends in exactly one result or typed outcome, counted
+//!   once under its [`Ending`](crate::sched::Ending) (`completions`'s
+//!   ledger); never a bare 500, a reset or a hang.
+//! - Input becomes a validated [`sched::Request`](crate::sched::Request)
+//!   before the scheduler sees it; errors name the field.
+//! - [`reply::status`] is the one place an outcome becomes a status.
+//! - The fabric is read only through what the scheduler publishes; this
+//!   layer holds no part of the hardware layer.
+//!
+//! # Layout
+//! - `server`: the accept loop and connections; [`guard`]: slow headers,
+//!   idle keep-alive, shutdown; [`body`]: response bodies.
+//! - `routes`: the routes and the read-only endpoints.
+//! - `completions`: a completion from its head to its admission;
+//!   `validate`: the edge's validation; [`request`]: the body's shape.
+//! - `answer`: tokens to text ([`text`]) as one body or an event stream;
+//!   [`response`]: the completion's JSON.
+//! - [`reply`]: outcomes as statuses and error bodies.
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -26,8 +46,8 @@ use tokio::sync::Semaphore;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::metrics::Metrics;
 use crate::sched::Handle;
+use crate::stats::metrics::Metrics;
 
 mod answer;
 pub mod body;

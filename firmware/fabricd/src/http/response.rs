@@ -71,10 +71,10 @@ impl Completion<'_> {
     /// for it (a test holds the two equal).
     ///
     /// By hand because every request sends one: serde's derived path
-    /// escapes each of the twenty-odd constant keys byte by byte, which
-    /// came to a tenth of a request's instructions (callgrind, at zero
-    /// service time). The keys are written as they are; every value still
-    /// goes through serde_json.
+    /// escapes each of the twenty-odd constant keys byte by byte, a
+    /// noticeable share of a request's work (README, design notes). The
+    /// keys are written as they are; every value still goes through
+    /// serde_json.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         /// Writes one value. Only maps with non-string keys fail to
         /// serialize, and there are none here.
@@ -124,8 +124,7 @@ impl Completion<'_> {
 
 /// Writes `s` as a JSON string: as it is between quotes when nothing in it
 /// needs escaping (ids, names, most text), else through serde_json, whose
-/// formatter goes byte by byte through a table (about 180 instructions a
-/// string here, by callgrind).
+/// formatter goes byte by byte through a table.
 fn json_str(out: &mut Vec<u8>, s: &str) {
     if needs_escape(s.as_bytes()) {
         let _ = serde_json::to_writer(&mut *out, s);

@@ -7,7 +7,7 @@
 //! cancel) and a [`Control`] for rotation and the control socket (drain,
 //! resume, loads). Nothing here knows HTTP: requests arrive validated
 //! ([`Request`]), and leave through their own event channel with a result
-//! or a domain [`Outcome`](Outcome).
+//! or a domain [`Outcome`].
 //!
 //! # Invariants
 //! - Admission is decided before anything is queued: the edge holds a
@@ -31,6 +31,7 @@
 //!   it, replaced whole on each change.
 
 mod events;
+mod handle;
 mod outcome;
 mod request;
 mod slots;
@@ -38,8 +39,9 @@ mod state;
 mod task;
 
 pub use events::{events, EventSender, Events, ReqEvent};
+pub use handle::{Control, Handle, Published};
 pub use outcome::{Ending, Outcome};
 pub use request::{Admission, ClientKey, ReqId, Request};
 pub use slots::{FabricState, FabricView, ShellSlot, SlotView};
 pub use state::{Finished, Refusal, State};
-pub use task::{spawn, Control, Handle, Published, Scheduler};
+pub use task::{spawn, Scheduler};

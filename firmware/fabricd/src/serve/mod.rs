@@ -23,17 +23,19 @@ use tokio_util::task::TaskTracker;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::control::{Commands, Refusal};
+use crate::control::Admin;
 use crate::fabric::Driver;
 use crate::http::{self as server, App};
-use crate::metrics::Metrics;
-use crate::rotation::{RotationError, Rotator};
+use crate::rotation::Rotator;
 use crate::sched;
-use serde_json::json;
+use crate::stats::metrics::Metrics;
 use std::time::Instant;
 
 #[cfg(feature = "sim")]
-pub use sim_child::{default_sim_catalog, start_sim, SimChild};
+pub use sim::{default_sim_catalog, start_sim, SimChild};
+
+#[cfg(feature = "sim")]
+mod sim;
 
 /// Raises the open-file limit to its hard limit: 12,000 connections need
 /// more than the usual 1,024.
@@ -120,7 +122,10 @@ pub async fn run(
         Ok(listener) => {
             log::info!("serve: control socket {}", socket.display());
             let admin = Arc::new(Admin {
-                app: app.clone(),
+                sched: app.sched.control().clone(),
+                catalog: catalog.clone(),
+                metrics: app.metrics.clone(),
+                stats: stats.clone(),
                 rotator: rotator.clone(),
                 started: Instant::now(),
             });
@@ -261,139 +266,6 @@ impl RestartRequired {
     pub const EXIT_CODE: u8 = 75;
 }
 
-/// What `fabricctl load` and `rotate` print.
-fn load_message(r: &crate::rotation::LoadReport) -> String {
-    let done = format!("slot {} runs {} ({} ms)", r.slot, r.model, r.total_ms);
-    match &r.restart {
-        Some(why) => format!("{done}; {why}"),
-        None => done,
-    }
-}
-
-/// The control socket's commands.
-struct Admin {
-    app: Arc<App>,
-    rotator: Arc<Rotator>,
-    started: Instant,
-}
-
-fn refuse(e: RotationError) -> Refusal {
-    Refusal::new(e.kind(), e.to_string())
-}
-
-impl Commands for Admin {
-    async fn run(&self, cmd: &str, req: &serde_json::Value) -> Result<serde_json::Value, Refusal> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let app = &self.app;
-        let published = app.sched.published();
-        match cmd {
-            "status" => Ok(json!({
-                "version": env!("CARGO_PKG_VERSION"),
-                "uptime_s": self.started.elapsed().as_secs_f64(),
-                "fabric": {
-                    "state": published.view().state,
-                    "device": published.device,
-                    "shell": published.info,
-                },
-                "queue_depth": published.queued.load(Relaxed),
-                "in_flight": published.in_flight.load(Relaxed),
-                "connections": app.metrics.connections_open.load(Relaxed),
-                "slots": published.view().slots,
-            })),
-            "models" => {
-                let slots = published.view().slots.clone();
-                let models: Vec<_> = app
-                    .catalog
-                    .models
-                    .iter()
-                    .map(|m| {
-                        let held: Vec<_> = slots
-                            .iter()
-                            .filter(|s| s.model.as_deref() == Some(&*m.name))
-                            .map(|s| json!({"slot": s.index, "state": s.state.as_str()}))
-                            .collect();
-                        json!({
-                            "id": m.name,
-                            "description": m.description,
-                            "usable": m.problem.is_none(),
-                            "problem": m.problem.as_ref().map(ToString::to_string),
-                            "images": m.images,
-                            "slots": held,
-                        })
-                    })
-                    .collect();
-                Ok(json!({"models": models}))
-            }
-            "stats" => Ok(app.stats.report(req["since_ms"].as_u64()).await),
-            "checkpoint" => {
-                app.stats.checkpoint().await;
-                Ok(json!({"message": "the open stats window is on the card"}))
-            }
-            "load" => {
-                let model = req["model"]
-                    .as_str()
-                    .ok_or_else(|| Refusal::new("bad_request", "load needs a \"model\""))?;
-                let slot =
-                    match &req["slot"] {
-                        serde_json::Value::Null => None,
-                        v => Some(v.as_u64().and_then(|n| u8::try_from(n).ok()).ok_or_else(
-                            || {
-                                Refusal::new(
-                                    "bad_request",
-                                    format!("slot {v} is not a slot number"),
-                                )
-                            },
-                        )?),
-                    };
-                let force = req["force"].as_bool().unwrap_or(false);
-                let r = self
-                    .rotator
-                    .load(model, slot, force)
-                    .await
-                    .map_err(refuse)?;
-                Ok(json!({
-                    "message": load_message(&r),
-                    "report": r,
-                    "slots": published.view().slots,
-                }))
-            }
-            "rotate" => {
-                let r = self.rotator.rotate().await.map_err(refuse)?;
-                Ok(json!({
-                    "message": load_message(&r),
-                    "report": r,
-                    "slots": published.view().slots,
-                }))
-            }
-            "drain" | "resume" => {
-                let slot = req["slot"]
-                    .as_u64()
-                    .and_then(|n| u8::try_from(n).ok())
-                    .ok_or_else(|| {
-                        Refusal::new("bad_request", format!("{cmd} needs a \"slot\" number"))
-                    })?;
-                let message = if cmd == "drain" {
-                    let d = self.rotator.drain(slot).await.map_err(refuse)?;
-                    format!(
-                        "slot {slot} drained in {} ms; it takes no new work until a load or resume",
-                        d.as_millis()
-                    )
-                } else {
-                    self.rotator.resume(slot).await.map_err(refuse)?;
-                    format!("slot {slot} takes work again")
-                };
-                Ok(json!({"message": message, "slots": published.view().slots}))
-            }
-            other => Err(Refusal::new(
-                "unknown_command",
-                format!(
-                    "no command {other:?} (status, models, stats, load, rotate, drain, resume)"
-                ),
-            )),
-        }
-    }
-}
-
 /// Binds the HTTP listener with a backlog for thousands of connections
 /// arriving at once (tokio's default is 1,024; the kernel caps it at
 /// `net.core.somaxconn`).
@@ -425,130 +297,5 @@ pub async fn signalled() {
             log::error!("serve: cannot install signal handlers; stop with SIGKILL");
             std::future::pending::<()>().await;
         }
-    }
-}
-
-#[cfg(feature = "sim")]
-mod sim_child {
-    use std::path::{Path, PathBuf};
-    use std::time::{Duration, Instant};
-
-    use anyhow::{bail, Context};
-
-    use crate::catalog::Catalog;
-    use crate::config::Config;
-
-    /// The simulator child process of `--sim`; stopped on drop.
-    #[derive(Debug)]
-    pub struct SimChild {
-        child: std::process::Child,
-        _dir: tempfile::TempDir,
-        pub root: PathBuf,
-    }
-
-    impl Drop for SimChild {
-        fn drop(&mut self) {
-            let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(3) {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-
-    /// Where the catalog is when none was named: `./bitstreams`, or the
-    /// repository's, found from the executable (`target/<profile>/fabricd`).
-    pub fn default_sim_catalog() -> Option<PathBuf> {
-        let here = PathBuf::from("bitstreams");
-        if here.join(crate::catalog::MANIFEST).exists() {
-            return Some(here);
-        }
-        let exe = std::env::current_exe().ok()?;
-        exe.ancestors()
-            .skip(1)
-            .map(|d| d.join("bitstreams"))
-            .find(|d| d.join(crate::catalog::MANIFEST).exists())
-    }
-
-    /// Starts `fabricd sim` in a fresh temporary root with the catalog's models
-    /// in its slots, and waits until it is up.
-    pub fn start_sim(config: &Config, catalog_src: &Path) -> anyhow::Result<SimChild> {
-        let dir = tempfile::Builder::new()
-            .prefix("fabricd-sim-")
-            .tempdir()
-            .context("creating the simulator's root")?;
-        let root = dir.path().to_owned();
-        let catalog = Catalog::load(catalog_src)?;
-        let boot: Vec<String> = if config.sim.boot.is_empty() {
-            catalog
-                .models
-                .iter()
-                .filter(|m| m.problem.is_none())
-                .take(usize::from(config.sim.slots))
-                .map(|m| m.name.to_string())
-                .collect()
-        } else {
-            config.sim.boot.clone()
-        };
-        let mut args: Vec<String> = vec![
-            "sim".into(),
-            "--root".into(),
-            root.display().to_string(),
-            "--firmware".into(),
-            catalog_src.display().to_string(),
-            "--time-scale".into(),
-            config.sim.time_scale.to_string(),
-            "--slots".into(),
-            config.sim.slots.to_string(),
-            "--lanes".into(),
-            config.sim.lanes.to_string(),
-            "--configfs".into(),
-            config.configfs.clone(),
-            "--die-with-parent".into(),
-        ];
-        for (slot, name) in boot.iter().enumerate() {
-            let model = catalog.get(name)?;
-            let image = model
-                .images
-                .iter()
-                .find(|i| i.slots.contains(&(slot as u8)))
-                .with_context(|| format!("model {name} has no image for slot {slot}"))?;
-            args.push("--load".into());
-            args.push(format!("{slot}={}", image.file));
-        }
-        args.extend(config.sim.extra_args.iter().cloned());
-        let exe = std::env::current_exe().context("finding our own executable")?;
-        let child = std::process::Command::new(exe)
-            .args(&args)
-            .spawn()
-            .context("starting the simulator")?;
-        let mut sim = SimChild {
-            child,
-            _dir: dir,
-            root: root.clone(),
-        };
-        let ready = root.join("sim/ready");
-        let start = Instant::now();
-        while !ready.exists() {
-            if let Ok(Some(status)) = sim.child.try_wait() {
-                bail!("the simulator exited with {status} before it was up");
-            }
-            if start.elapsed() > Duration::from_secs(30) {
-                bail!("the simulator did not come up within 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        log::info!(
-            "serve: simulated fabric at {} with {}",
-            root.display(),
-            boot.join(", ")
-        );
-        Ok(sim)
     }
 }
