@@ -33,6 +33,8 @@
 mod events;
 mod handle;
 mod outcome;
+#[cfg(test)]
+mod props;
 mod request;
 mod slots;
 mod state;
