@@ -123,6 +123,9 @@ pub struct SimStats {
     pub syncs_for_device: u64,
     pub syncs_for_cpu: u64,
     pub stale_descriptors: u32,
+    /// The most requests decoding at once, on lanes of every slot: how
+    /// much of the fabric a load used, in the fabric's own count.
+    pub peak_decoding: u32,
 }
 
 #[derive(Debug)]
@@ -739,6 +742,8 @@ impl Fabric {
                 c.running = true;
                 c.next_due = start + prefill * c.prompt_len + decode;
                 self.slots[slot].running += 1;
+                let decoding: usize = self.slots.iter().map(|s| s.running).sum();
+                self.stats.peak_decoding = self.stats.peak_decoding.max(decoding as u32);
             }
         }
     }

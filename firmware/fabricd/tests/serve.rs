@@ -16,7 +16,7 @@ async fn read_answer(sock: &mut tokio::net::TcpStream) -> String {
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     while !got.ends_with(b"}\n") {
-        let n = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut buf))
+        let n = tokio::time::timeout(common::READY_WITHIN, sock.read(&mut buf))
             .await
             .expect("an answer")
             .expect("read");
@@ -112,7 +112,7 @@ async fn stop_sequences_cut_the_text_and_free_the_context() {
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
     wait_for(
         "the cut request's context to be freed",
-        Duration::from_secs(5),
+        common::READY_WITHIN,
         || d.sim.counters().cancelled == 1 && d.sim.counters().active == 0,
     )
     .await;
@@ -169,7 +169,7 @@ async fn a_deadline_gives_deadline_exceeded_and_frees_the_fabric() {
     assert_eq!(r.status, 504, "{}", r.text());
     assert_eq!(r.error_type(), "deadline_exceeded");
     assert_eq!(r.headers["x-should-retry"], "false");
-    wait_for("the fabric to cancel it", Duration::from_secs(5), || {
+    wait_for("the fabric to cancel it", common::READY_WITHIN, || {
         d.sim.counters().cancelled == 1
     })
     .await;
@@ -178,7 +178,7 @@ async fn a_deadline_gives_deadline_exceeded_and_frees_the_fabric() {
     let fill: Vec<_> = (0..4)
         .map(|_| tokio::spawn(async move { post_json(addr, long("kjv", 100)).await }))
         .collect();
-    wait_for("four running", Duration::from_secs(5), || {
+    wait_for("four running", common::READY_WITHIN, || {
         d.sim.counters().active == 4
     })
     .await;
@@ -216,7 +216,7 @@ async fn a_fabric_that_fails_answers_fabric_error_and_restarts_the_daemon() {
     // The daemon stops by itself, to be started again (the board's
     // supervisor does it) and attach afresh.
     let task = d.task.take().expect("task");
-    let err = tokio::time::timeout(Duration::from_secs(10), task)
+    let err = tokio::time::timeout(common::READY_WITHIN, task)
         .await
         .expect("serve stops within 10 s")
         .expect("join")
@@ -246,13 +246,13 @@ async fn a_client_that_disconnects_frees_its_context_at_once() {
         );
         sock.write_all(head.as_bytes()).await.expect("write");
         sock.write_all(&bytes).await.expect("write");
-        wait_for("the request to run", Duration::from_secs(5), || {
+        wait_for("the request to run", common::READY_WITHIN, || {
             d.sim.counters().active == 1
         })
         .await;
         let tokens_at_drop = d.sim.counters().tokens;
         drop(sock);
-        wait_for("the context to be freed", Duration::from_secs(2), || {
+        wait_for("the context to be freed", common::READY_WITHIN, || {
             let c = d.sim.counters();
             c.cancelled == before + 1 && c.active == 0
         })
@@ -420,7 +420,7 @@ async fn the_connection_cap_answers_overloaded() {
     let start = std::time::Instant::now();
     while held.len() < 2 {
         assert!(
-            start.elapsed() < Duration::from_secs(10),
+            start.elapsed() < common::READY_WITHIN,
             "could not hold two connections"
         );
         let mut s = tokio::net::TcpStream::connect(d.addr)
@@ -458,7 +458,7 @@ async fn slow_headers_are_cut_off() {
         .expect("write");
     let start = std::time::Instant::now();
     let mut buf = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(5), sock.read_to_end(&mut buf)).await;
+    let read = tokio::time::timeout(common::READY_WITHIN, sock.read_to_end(&mut buf)).await;
     assert!(
         read.is_ok(),
         "the server must close a connection that never finishes its header"
@@ -500,7 +500,7 @@ async fn a_slow_answer_is_not_cut_and_an_idle_keep_alive_is() {
     let mut buf = [0u8; 16];
     // Then idle: closed once no header has come for the timeout.
     let idle = std::time::Instant::now();
-    let n = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf))
+    let n = tokio::time::timeout(common::READY_WITHIN, sock.read(&mut buf))
         .await
         .expect("the server must close an idle keep-alive connection")
         .expect("read");

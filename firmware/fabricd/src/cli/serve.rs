@@ -55,7 +55,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     #[cfg(not(feature = "sim"))]
     if args.sim {
-        bail!("this fabricd was built without the simulator (feature \"sim\")");
+        anyhow::bail!("this fabricd was built without the simulator (feature \"sim\")");
     }
     // Multi-threaded even with one worker: loads hand their blocking steps
     // to `block_in_place`, which needs it.

@@ -59,6 +59,36 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    run_ready(config, listener, shutdown, Ready::default()).await
+}
+
+/// Told once the daemon serves: the fabric attached, the scheduler
+/// publishing the slots, the control socket bound and connections
+/// accepted. Dropped unsent if the start failed.
+#[derive(Debug, Default)]
+pub struct Ready(Option<tokio::sync::oneshot::Sender<()>>);
+
+impl Ready {
+    /// A signal, and what awaits it.
+    pub fn channel() -> (Ready, tokio::sync::oneshot::Receiver<()>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (Ready(Some(tx)), rx)
+    }
+
+    fn fire(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// [`run`], telling `ready` once it serves.
+pub async fn run_ready(
+    config: Config,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    mut ready: Ready,
+) -> anyhow::Result<()> {
     config.validate()?;
     raise_fd_limit();
     let root = Root::new(&config.root).with_configfs(&config.configfs);
@@ -166,6 +196,8 @@ pub async fn run(
             }
         })
     });
+    ready.fire();
+    log::info!("serve: ready");
 
     // The scheduler ends on its own only when the fabric failed under it
     // (a ring, a cache sync or the interrupt): it has answered what it held
