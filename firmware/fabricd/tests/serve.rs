@@ -123,40 +123,126 @@ async fn stop_sequences_cut_the_text_and_free_the_context() {
 async fn exactly_the_surplus_is_overloaded() {
     const K: usize = 8;
     const M: usize = 5;
-    // Real time: 100 tokens take 190 ms, so nothing finishes while the
-    // K + M requests arrive.
-    let d = Daemon::start(|_| {}, |c| c.queue_capacity = K).await;
+    // A fabric that takes a minute a token: nothing admitted finishes, so
+    // no permit comes back while the K + M requests arrive, however long
+    // that takes.
+    let d = Daemon::start(|s| s.decode_us = 60_000_000, |c| c.queue_capacity = K).await;
     let addr = d.addr;
-    let tasks: Vec<_> = (0..K + M)
-        .map(|_| tokio::spawn(async move { post_json(addr, long("kjv", 100)).await }))
+    let (tx, mut answers) = tokio::sync::mpsc::unbounded_channel();
+    let clients: Vec<_> = (0..K + M)
+        .map(|_| {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let _ = tx.send(post_json(addr, long("kjv", 2)).await);
+            })
+        })
         .collect();
-    let mut ok = 0;
-    let mut overloaded = 0;
-    for t in tasks {
-        let r = t.await.expect("join");
-        match r.status {
-            200 => ok += 1,
-            429 => {
-                assert_eq!(r.error_type(), "overloaded");
-                let ms: u64 = r.headers["retry-after-ms"]
-                    .to_str()
-                    .expect("ascii")
-                    .parse()
-                    .expect("number");
-                assert!(ms > 0);
-                let secs: u64 = r.headers["retry-after"]
-                    .to_str()
-                    .expect("ascii")
-                    .parse()
-                    .expect("number");
-                assert!(secs >= 1);
-                overloaded += 1;
-            }
-            other => panic!("unexpected status {other}: {}", r.text()),
-        }
+    // The surplus is answered at once...
+    for _ in 0..M {
+        let r = answers.recv().await.expect("an answer");
+        assert_eq!(r.status, 429, "{}", r.text());
+        assert_eq!(r.error_type(), "overloaded");
+        let ms: u64 = r.headers["retry-after-ms"]
+            .to_str()
+            .expect("ascii")
+            .parse()
+            .expect("number");
+        assert!(ms > 0);
+        let secs: u64 = r.headers["retry-after"]
+            .to_str()
+            .expect("ascii")
+            .parse()
+            .expect("number");
+        assert!(secs >= 1);
     }
-    assert_eq!((ok, overloaded), (K, M));
+    // ...and exactly K are the scheduler's, waiting or on the fabric (as
+    // it publishes them once it has taken them in).
+    let start = std::time::Instant::now();
+    loop {
+        let text = get(addr, "/metrics").await.expect("metrics").text();
+        let gauge = |name: &str| -> usize {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+                .unwrap_or(0)
+        };
+        let held = gauge("fabricd_queue_depth") + gauge("fabricd_in_flight");
+        assert!(held <= K, "{held} admitted:\n{text}");
+        if held == K {
+            break;
+        }
+        assert!(
+            start.elapsed() < common::READY_WITHIN,
+            "only {held} admitted:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(answers.try_recv().is_err(), "no admitted one was answered");
+    // Their clients go away, which cancels them.
+    for c in clients {
+        c.abort();
+    }
     d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_with_many_requests_does_not_starve_another_through_http() {
+    // One decode context: requests run one at a time, in the order the
+    // scheduler picks them. 100 tokens take about 190 ms.
+    let d = Daemon::start(
+        |s| {
+            s.lanes = 1;
+            s.contexts = 1;
+        },
+        |c| c.shutdown_grace_ms = 100,
+    )
+    .await;
+    let addr = d.addr;
+    let flood_done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for seed in 0..20 {
+        let done = flood_done.clone();
+        tokio::spawn(async move {
+            let mut body = long("kjv", 100);
+            body["user"] = json!("flood");
+            body["seed"] = json!(seed);
+            if post_json(addr, body).await.status == 200 {
+                done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+    }
+    // Once the flood waits in the queue (as the scheduler publishes it)...
+    wait_for_metric(addr, "fabricd_queue_depth", |v| v >= 10.0).await;
+    // ...a lone request from another client runs after at most the one
+    // running and the one next in the flood's turn, not after the flood.
+    let before = flood_done.load(std::sync::atomic::Ordering::SeqCst);
+    let mut lone = long("kjv", 4);
+    lone["user"] = json!("lone");
+    let r = post_json(addr, lone).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let overtook = flood_done.load(std::sync::atomic::Ordering::SeqCst) - before;
+    assert!(
+        overtook <= 2,
+        "{overtook} of the flood's requests finished while the lone one waited"
+    );
+    d.stop().await;
+}
+
+/// Polls `/metrics` until the gauge `name` satisfies `ok`.
+async fn wait_for_metric(addr: std::net::SocketAddr, name: &str, ok: impl Fn(f64) -> bool) {
+    let start = std::time::Instant::now();
+    loop {
+        let text = get(addr, "/metrics").await.expect("metrics").text();
+        let value = text
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok());
+        if value.is_some_and(&ok) {
+            return;
+        }
+        assert!(
+            start.elapsed() < common::READY_WITHIN,
+            "{name} never got there: {value:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
