@@ -1,14 +1,15 @@
 //! The control protocol, defined once for the daemon and `fabricctl`: one
 //! JSON object per line each way. A request names its command in `cmd`;
 //! the answer is `{"ok": true, "data": …}` or `{"ok": false, "error":
-//! {"type", "message"}}`.
+//! {"type", "message"}}`. Fields a command does not take are ignored, as
+//! they always were.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// A command, as `fabricctl` sends it and the daemon reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "cmd", rename_all = "lowercase", deny_unknown_fields)]
+#[serde(tag = "cmd", rename_all = "lowercase")]
 pub enum Command {
     /// The daemon, the fabric and its slots.
     Status,
