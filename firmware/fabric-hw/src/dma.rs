@@ -182,8 +182,9 @@ impl SyncAttr {
                     waited_ms: waited.as_millis(),
                 });
             }
-            // Only the simulator ever gets here. Yield first (its sync
-            // thread wants this core), then back off.
+            // On a kernel the sync is over when `write()` returns; only the
+            // simulator, which answers from a thread of its own, gets here.
+            // Yield first (that thread wants this core), then back off.
             spins += 1;
             if spins < 64 {
                 std::thread::yield_now();
@@ -203,25 +204,13 @@ impl SyncAttr {
                 source,
             })?;
         let text = String::from_utf8_lossy(&buf[..len]);
-        let text = text.trim_end_matches('\0');
-        // A sysfs attribute reads as a whole line. Anything less is the
-        // simulator's regular file caught as it answers (truncate, then
-        // "0\n"): empty between the two, or, since a read takes the page
-        // and the length without a lock, the page from before the truncate
-        // cut to the new length: "0x" of our own command (seen once under
-        // the full ladder, and taken for a bad answer then). Not done yet:
-        // look again.
-        let Some(text) = text.strip_suffix('\n') else {
-            return Ok(u64::MAX);
-        };
-        if text.trim().is_empty() {
-            return Ok(u64::MAX);
-        }
-        sysfs::parse_u64(text).ok_or_else(|| {
+        // An attribute reads as one line, the whole value.
+        let line = text.split('\n').next().unwrap_or_default().trim();
+        sysfs::parse_u64(line).ok_or_else(|| {
             DmaError::Sysfs(SysfsError::Parse {
                 path: self.path.clone(),
                 expected: "a sync command value",
-                found: text.to_owned(),
+                found: line.to_owned(),
             })
         })
     }
@@ -659,7 +648,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sync_value_caught_mid_write_is_not_done_yet() {
+    fn a_sync_value_is_its_attributes_line() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("sync_for_cpu");
         fs::write(&path, "0\n").expect("write");
@@ -668,21 +657,20 @@ mod tests {
             fs::write(&path, text).expect("write");
             attr.read()
         };
-        // Whole lines: done, a command still pending, or an answer that
-        // is no number (named, with the file).
+        // Done, a command still pending, done after one (the simulator's
+        // answer, its digits zeroed in place).
         assert_eq!(read("0\n").expect("zero"), 0);
         assert_eq!(read("0x1000\n").expect("pending"), 0x1000);
-        assert_eq!(read("0\n\0\0").expect("zero, padded"), 0);
-        // Less than a line: a write under way, not an error.
-        for torn in ["", "0x", "0x30000000", "0x\0\0\0", "\n"] {
-            assert_eq!(read(torn).expect("torn"), u64::MAX, "{torn:?}");
+        assert_eq!(read("0x0000\n").expect("zero"), 0);
+        // Anything that is not a number is an error naming the file and
+        // what it held: a kernel attribute never reads cut or empty.
+        for bad in ["", "0x\n", "EINVAL\n", "\n"] {
+            let err = read(bad).expect_err("not a number");
+            let text = err.to_string();
+            assert!(text.contains("sync_for_cpu"), "{bad:?}: {text}");
         }
-        let err = read("EINVAL\n").expect_err("not a number");
-        let text = err.to_string();
-        assert!(
-            text.contains("sync_for_cpu") && text.contains("EINVAL"),
-            "{text}"
-        );
+        let text = read("EINVAL\n").expect_err("EINVAL").to_string();
+        assert!(text.contains("EINVAL"), "{text}");
     }
 
     #[test]

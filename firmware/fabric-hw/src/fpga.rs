@@ -94,6 +94,12 @@ impl FpgaManager {
         Ok(sysfs::read_string(&self.dir.join("name"))?)
     }
 
+    /// Whether userspace can start a load here: linux-xlnx's `firmware`
+    /// attribute (mainline has none).
+    pub fn loads_firmware(&self) -> bool {
+        self.dir.join("firmware").exists()
+    }
+
     /// The manager's `state` (`operating`, `write error`, `unknown`, …).
     pub fn state(&self) -> Result<String, FpgaError> {
         Ok(sysfs::read_string(&self.dir.join("state"))?)

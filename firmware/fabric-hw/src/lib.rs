@@ -23,6 +23,8 @@
 //! - [`fpga`]: the FPGA manager and configfs device-tree overlays.
 //! - [`shell`]: the driver of the static shell: attach, rings, doorbell,
 //!   completions, slots.
+//! - [`attach`](mod@attach): the one assembly of these parts that every driver of the
+//!   fabric uses (the daemon, `fabricd generate`, the simulator's tests).
 //!
 //! # Why not the `uio` crate
 //! The `uio` crate hard-codes `/dev` and `/sys` (so tests cannot point it at a
@@ -30,6 +32,7 @@
 //! [`uio`] here is about as long, takes its paths from [`root::Root`], asks the
 //! kernel for the page size, and owns its mappings.
 
+pub mod attach;
 pub mod barrier;
 pub mod bitstream;
 pub mod contract;
@@ -42,4 +45,5 @@ pub mod shell;
 pub mod sysfs;
 pub mod uio;
 
+pub use attach::{attach, AttachError, Attached};
 pub use root::Root;

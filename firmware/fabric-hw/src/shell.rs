@@ -272,14 +272,22 @@ impl Shell {
         &self.device
     }
 
-    /// The register window, for the rings and for tests.
-    pub fn regs(&self) -> &dyn RegisterWindow {
+    /// The register window: the rings' and this layer's alone. Code outside
+    /// the layer asks the shell for what it means (slots, counters,
+    /// cancels) rather than poking offsets.
+    pub(crate) fn regs(&self) -> &dyn RegisterWindow {
         &*self.regs
     }
 
     /// Whether the fabric is dark (a full reconfiguration is running).
     pub fn is_dark(&self) -> bool {
         REG_STATUS.read(self.regs()).is_set(STATUS::DARK)
+    }
+
+    /// Whether the rings run (STATUS.RUNNING): set from a driver's
+    /// initialisation until its [`Rings::stop`].
+    pub fn rings_running(&self) -> bool {
+        REG_STATUS.read(self.regs()).is_set(STATUS::RUNNING)
     }
 
     /// Whether MAGIC still reads right: false while the fabric is dark or
@@ -445,17 +453,26 @@ impl Layout {
     }
 }
 
-/// A request to start generating.
-#[derive(Debug, Clone)]
-pub struct Submission<'a> {
-    pub tag: u32,
-    pub ctx: u16,
-    pub prompt: &'a [u32],
+/// What a request asks the fabric to generate, besides its prompt: the
+/// descriptor's fields that the caller chooses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
     pub max_tokens: u32,
     pub temperature: f32,
     pub seed: u64,
     pub stop_token: u32,
+    /// Report tokens as they come (a stream, or stop sequences to watch).
     pub stream: bool,
+}
+
+/// A request to start generating: the caller's prompt, borrowed (it is
+/// copied once, into the DMA buffer).
+#[derive(Debug, Clone, Copy)]
+pub struct Submission<'a> {
+    pub tag: u32,
+    pub ctx: u16,
+    pub prompt: &'a [u32],
+    pub params: Params,
 }
 
 /// What a completion entry meant for one request.
@@ -616,6 +633,25 @@ impl Rings {
         Ok(dropped)
     }
 
+    /// Stops the rings (CONTROL = 0) and waits, bounded, until the shell
+    /// says it has: after this the device writes nothing more into the
+    /// buffer, which may then be unmapped. Every running request is
+    /// forgotten; their `(tag, ctx)` are returned.
+    pub fn stop(&mut self, shell: &Shell) -> Result<Vec<(u32, u16)>, ShellError> {
+        let dropped = self.abandon_all();
+        let r = shell.regs();
+        REG_CONTROL.set(r, 0);
+        wait_reg(
+            r,
+            REG_STATUS.offset(),
+            "STATUS.RUNNING",
+            "0",
+            self.config.enable_timeout,
+            |v| v & 1 == 0,
+        )?;
+        Ok(dropped)
+    }
+
     /// The DMA layout in use.
     pub fn layout(&self) -> &Layout {
         &self.layout
@@ -660,10 +696,10 @@ impl Rings {
                 format!("1..={}", self.info.max_prompt),
             ));
         }
-        if s.max_tokens == 0 || s.max_tokens > self.info.max_output {
+        if s.params.max_tokens == 0 || s.params.max_tokens > self.info.max_output {
             return Err(invalid(
                 "max_tokens",
-                s.max_tokens.into(),
+                s.params.max_tokens.into(),
                 format!("1..={}", self.info.max_output),
             ));
         }
@@ -681,19 +717,32 @@ impl Rings {
     /// Submits a batch: the one doorbell function (contract section 5).
     ///
     /// 1. prompts into their contexts' prompt slots, descriptors into the
-    ///    ring (cached normal memory);
+    ///    ring past SQ_TAIL (cached normal memory; the device reads no
+    ///    entry at or past SQ_TAIL, so nothing here is visible yet);
     /// 2. clean the cache over what was written (`sync_for_device`), unless
     ///    the buffer is coherent: otherwise the device may read stale DDR;
-    /// 3. `io_wmb`: the device must not see the doorbell before the data;
-    /// 4. one write of SQ_TAIL for the whole batch.
+    /// 3. only then does the host's ring state advance: SQ_TAIL, and each
+    ///    context's running tag;
+    /// 4. `io_wmb`: the device must not see the doorbell before the data;
+    /// 5. one write of SQ_TAIL for the whole batch.
     ///
-    /// Nothing is submitted if any request is invalid or the ring is full.
+    /// All or nothing: an invalid request, a full ring or a failed copy or
+    /// sync returns an error with the rings as they were. A DMA error here
+    /// means the buffer cannot be trusted, which the caller treats as the
+    /// fabric failing (as in [`Rings::drain`]).
     pub fn submit(&mut self, shell: &Shell, batch: &[Submission<'_>]) -> Result<(), ShellError> {
         if batch.is_empty() {
             return Ok(());
         }
-        for s in batch {
+        for (i, s) in batch.iter().enumerate() {
             self.check(s)?;
+            if let Some(first) = batch[..i].iter().find(|o| o.ctx == s.ctx) {
+                return Err(ShellError::ContextBusy {
+                    tag: s.tag,
+                    ctx: s.ctx,
+                    running: first.tag,
+                });
+            }
         }
         let head = REG_SQ_HEAD.get(shell.regs());
         let in_flight = self.sq_tail.wrapping_sub(head);
@@ -701,42 +750,37 @@ impl Rings {
             return Err(ShellError::RingFull { entries: in_flight });
         }
         let first = self.sq_tail;
-        // Step 1 (and 2 for each prompt).
-        for s in batch {
+        // Steps 1 and 2 for the prompts.
+        for (i, s) in batch.iter().enumerate() {
+            let seq = first.wrapping_add(i as u32);
             let ctx = usize::from(s.ctx);
             let prompt_off = self.layout.prompts + ctx as u64 * self.layout.prompt_stride;
             let output_off = self.layout.outputs + ctx as u64 * self.layout.output_stride;
             self.dma.write_u32s(prompt_off, s.prompt)?;
             self.dma
                 .sync_for_device(prompt_off, s.prompt.len() as u64 * 4)?;
+            let p = &s.params;
             let sqe = Sqe {
-                seq: self.sq_tail,
+                seq,
                 opcode: OP_GENERATE,
                 slot: self.info.slot_of(s.ctx),
-                flags: if s.stream { FLAG_STREAM } else { 0 },
+                flags: if p.stream { FLAG_STREAM } else { 0 },
                 tag: s.tag,
                 ctx: s.ctx,
                 prompt_addr: self.dma.phys_addr() + prompt_off,
                 prompt_len: s.prompt.len() as u32,
-                max_tokens: s.max_tokens,
+                max_tokens: p.max_tokens,
                 output_addr: self.dma.phys_addr() + output_off,
                 output_cap: self.info.max_output,
-                temperature: s.temperature,
-                seed: s.seed,
-                stop_token: s.stop_token,
+                temperature: p.temperature,
+                seed: p.seed,
+                stop_token: p.stop_token,
             };
-            let index = self.sq_tail % self.config.sq_entries;
+            let index = seq % self.config.sq_entries;
             self.dma.write(
                 self.layout.sq + u64::from(index) * SQE_LEN as u64,
                 &sqe.encode(),
             )?;
-            self.sq_owner[index as usize] = (s.tag, s.ctx);
-            self.ctxs[ctx] = CtxState {
-                tag: s.tag,
-                tokens: Vec::new(),
-                cap: s.max_tokens,
-            };
-            self.sq_tail = self.sq_tail.wrapping_add(1);
         }
         // Step 2 for the descriptors: one range, or two when the batch wraps.
         for (index, count) in ring_ranges(first, batch.len() as u32, self.config.sq_entries) {
@@ -745,9 +789,20 @@ impl Rings {
                 u64::from(count) * SQE_LEN as u64,
             )?;
         }
-        // Step 3.
-        io_wmb();
+        // Step 3: nothing failed, so the batch is the device's from here.
+        for (i, s) in batch.iter().enumerate() {
+            let index = first.wrapping_add(i as u32) % self.config.sq_entries;
+            self.sq_owner[index as usize] = (s.tag, s.ctx);
+            self.ctxs[usize::from(s.ctx)] = CtxState {
+                tag: s.tag,
+                tokens: Vec::new(),
+                cap: s.params.max_tokens,
+            };
+        }
+        self.sq_tail = first.wrapping_add(batch.len() as u32);
         // Step 4.
+        io_wmb();
+        // Step 5.
         REG_SQ_TAIL.set(shell.regs(), self.sq_tail);
         Ok(())
     }

@@ -36,9 +36,9 @@ pub const MAX_MAPS: usize = 5;
 pub enum UioError {
     #[error("{path}: no UIO class directory ({source}); is CONFIG_UIO set and uio_pdrv_genirq loaded with of_id=generic-uio?")]
     NoUioClass { path: PathBuf, source: io::Error },
-    #[error("no UIO device named {name:?} under {path} (found: {found:?})")]
+    #[error("no UIO device named {} under {path} (found: {found:?})", quoted(.names))]
     NotFound {
-        name: String,
+        names: Vec<String>,
         path: PathBuf,
         found: Vec<String>,
     },
@@ -84,6 +84,15 @@ pub enum UioError {
     IrqClosed { path: PathBuf },
     #[error("unmasking the interrupt through {path}: {source}")]
     IrqWrite { path: PathBuf, source: io::Error },
+}
+
+/// `"a"`, or `"a" or "b"`.
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("{n:?}"))
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
 /// One map of a UIO device, from `maps/mapM`.
@@ -165,7 +174,7 @@ impl UioDevice {
             }
         }
         found.ok_or_else(|| UioError::NotFound {
-            name: name.to_owned(),
+            names: vec![name.to_owned()],
             path: root.uio_class(),
             found: names,
         })
@@ -182,7 +191,7 @@ impl UioDevice {
             }
         }
         Err(UioError::NotFound {
-            name: names.join("\" or \""),
+            names: names.to_vec(),
             path: root.uio_class(),
             found: Self::list(root)?.into_iter().map(|d| d.name).collect(),
         })

@@ -95,6 +95,10 @@ pub struct Faults {
     /// outputs from a non-coherent buffer) answered `EINVAL`, as u-dma-buf
     /// answers a range it refuses: the host cannot trust what it would read.
     pub refuse_cpu_sync: u32,
+    /// Cache syncs for the device over the submission ring (the
+    /// descriptors, cleaned after the prompts) answered `EINVAL`: a submit
+    /// that fails after its prompts went out.
+    pub refuse_ring_sync: u32,
 }
 
 impl Faults {
@@ -106,6 +110,7 @@ impl Faults {
         self.reconfig_fail += more.reconfig_fail;
         self.fpga_error += more.fpga_error;
         self.refuse_cpu_sync += more.refuse_cpu_sync;
+        self.refuse_ring_sync += more.refuse_ring_sync;
     }
 }
 
@@ -117,6 +122,9 @@ pub struct SimStats {
     pub syncs_for_device: u64,
     pub syncs_for_cpu: u64,
     pub stale_descriptors: u32,
+    /// The most requests decoding at once, on lanes of every slot: how
+    /// much of the fabric a load used, in the fabric's own count.
+    pub peak_decoding: u32,
 }
 
 #[derive(Debug)]
@@ -137,9 +145,8 @@ impl IrqLine {
     /// Takes the unmask writes that came since the last look, without
     /// waiting. Nothing sleeps on the socket: a thread blocked in `read`
     /// would be woken by every unmask, and that wake-up is done in, and
-    /// charged to, the daemon's `write` (2.5% of the daemon's CPU at zero
-    /// service time, by `perf`), which on silicon is a register write in the
-    /// kernel's UIO handler. The sequencer looks at every tick, so an unmask
+    /// charged to, the daemon's `write` (README, design notes), which on
+    /// silicon is a register write in the kernel's UIO handler. The sequencer looks at every tick, so an unmask
     /// takes effect within a poll interval, as a doorbell does; it looks only
     /// while the line is masked, so an idle fabric makes no system calls.
     pub fn take_unmasks(&mut self) {
@@ -413,6 +420,13 @@ impl Fabric {
         }
         let (start, end) = (offset as usize, (offset + size) as usize);
         if end > self.dram.len() || start > end {
+            return false;
+        }
+        let on_sq = self
+            .sq
+            .as_ref()
+            .is_some_and(|sq| start < sq.base + sq.entries as usize * SQE_LEN && end > sq.base);
+        if for_device && on_sq && take(&mut self.faults.refuse_ring_sync) {
             return false;
         }
         if for_device {
@@ -727,6 +741,8 @@ impl Fabric {
                 c.running = true;
                 c.next_due = start + prefill * c.prompt_len + decode;
                 self.slots[slot].running += 1;
+                let decoding: usize = self.slots.iter().map(|s| s.running).sum();
+                self.stats.peak_decoding = self.stats.peak_decoding.max(decoding as u32);
             }
         }
     }

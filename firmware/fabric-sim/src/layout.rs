@@ -48,6 +48,25 @@ pub struct Paths {
 }
 
 impl Paths {
+    /// Writes a sysfs or configfs value the daemon reads by path (`state`,
+    /// `status`), atomically as a kernel attribute reads: a read sees the
+    /// whole old value or the whole new one, never an empty or cut line.
+    /// The new text goes into a file of its own in `/sim` (not a directory
+    /// the daemon lists), which is renamed over the attribute.
+    pub fn write_value(&self, path: &Path, text: &str) -> io::Result<()> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let tmp = self.sim_dir.join(format!(
+            ".value-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::write(&tmp, text)?;
+        fs::rename(&tmp, path).inspect_err(|_| {
+            let _ = fs::remove_file(&tmp);
+        })
+    }
+
     pub fn new(config: &SimConfig) -> Paths {
         let root = Root::new(&config.root).with_configfs(&config.configfs);
         Paths {

@@ -430,9 +430,10 @@ pub fn parse_faults(text: &str) -> Result<Faults, String> {
             "reconfig-fail" => f.reconfig_fail += n,
             "fpga-error" => f.fpga_error += n,
             "refuse-cpu-sync" => f.refuse_cpu_sync += n,
+            "refuse-ring-sync" => f.refuse_ring_sync += n,
             other => {
                 return Err(format!(
-                    "unknown fault {other:?} (hang, lose-irq, corrupt, reconfig-fail, fpga-error, refuse-cpu-sync)"
+                    "unknown fault {other:?} (hang, lose-irq, corrupt, reconfig-fail, fpga-error, refuse-cpu-sync, refuse-ring-sync)"
                 ))
             }
         }

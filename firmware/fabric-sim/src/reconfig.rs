@@ -83,7 +83,7 @@ fn firmware_path(shared: &Shared, name: &str) -> Result<PathBuf, String> {
 
 fn write_status(shared: &Shared, overlay: &str, status: &str) {
     let path = shared.paths.overlays.join(overlay).join("status");
-    if let Err(e) = fs::write(&path, format!("{status}\n")) {
+    if let Err(e) = shared.paths.write_value(&path, &format!("{status}\n")) {
         log::warn!("overlay {overlay}: writing status: {e}");
     }
 }
@@ -254,7 +254,10 @@ pub(crate) fn remove_overlay(shared: &Shared, name: &str) {
 
 fn set_state(shared: &Shared, state: &str) {
     debug_assert!(rules::MANAGER_STATES.contains(&state), "{state:?}");
-    let _ = fs::write(shared.paths.fpga_mgr.join("state"), format!("{state}\n"));
+    let path = shared.paths.fpga_mgr.join("state");
+    if let Err(e) = shared.paths.write_value(&path, &format!("{state}\n")) {
+        log::warn!("fpga manager: writing state: {e}");
+    }
 }
 
 /// The shell's UIO device comes back under the next number: its sysfs

@@ -183,45 +183,77 @@ fn read_line(path: &Path) -> String {
         .to_owned()
 }
 
-/// Serves one u-dma-buf sync command: perform it, then clear the attribute
-/// (truncate, then write `0`), which is what the daemon waits for.
+/// Serves one u-dma-buf sync command: perform it, then answer through the
+/// attribute, as [`answer`] writes it.
 fn sync(shared: &Shared, path: &Path, for_device: bool) {
+    // The daemon's write is a copy into a regular file, which a read can
+    // catch half done (on a kernel it is a system call into u-dma-buf): a
+    // command is taken once two reads in a row agree on a whole line.
+    let mut last = None;
+    let mut stable = None;
     for _ in 0..100 {
         let text = fs::read_to_string(path).unwrap_or_default();
-        // Empty: our own truncate, or the daemon's write not yet visible.
-        if text.is_empty() {
-            return;
+        let line = text
+            .split_once('\n')
+            .map(|(line, _)| line.trim().to_owned());
+        if line.is_some() && line == last {
+            stable = line;
+            break;
         }
-        // A write caught half way has no newline yet: look again.
-        let Some(line) = text.strip_suffix('\n').and_then(|t| t.lines().next()) else {
-            std::thread::yield_now();
-            continue;
-        };
-        let Some(command) = fabric_hw::sysfs::parse_u64(line) else {
-            if line != "EINVAL" {
-                log::warn!("{}: {line:?} is not a sync command", path.display());
-                let _ = fs::write(path, "EINVAL\n");
-            }
-            return;
-        };
-        if command == 0 {
-            return;
-        }
-        let ok = shared.lock().sync(command, for_device);
-        if for_device {
-            // A doorbell usually follows within microseconds.
-            shared.burst.store(20, std::sync::atomic::Ordering::Relaxed);
-        }
-        shared.wake();
-        if ok {
-            let _ = fs::write(path, "0\n");
-        } else {
-            log::warn!(
-                "{}: sync command {command:#x} refused (u-dma-buf would return EINVAL)",
-                path.display()
-            );
-            let _ = fs::write(path, "EINVAL\n");
+        last = line;
+        std::thread::yield_now();
+    }
+    let Some(line) = stable else { return };
+    let Some(command) = fabric_hw::sysfs::parse_u64(&line) else {
+        if line != "EINVAL" {
+            log::warn!("{}: {line:?} is not a sync command", path.display());
+            answer(path, &line, false);
         }
         return;
+    };
+    if command == 0 {
+        return;
+    }
+    let ok = shared.lock().sync(command, for_device);
+    if for_device {
+        // A doorbell usually follows within microseconds.
+        shared.burst.store(20, std::sync::atomic::Ordering::Relaxed);
+    }
+    shared.wake();
+    if !ok {
+        log::warn!(
+            "{}: sync command {command:#x} refused (u-dma-buf would return EINVAL)",
+            path.display()
+        );
+    }
+    answer(path, &line, ok);
+}
+
+/// Answers a sync command through its attribute, atomically for the
+/// daemon's reads: on a kernel a read of the attribute shows the whole old
+/// value or the whole new one, and so must a read here, which the daemon
+/// does through a file it holds open.
+///
+/// So the file is never truncated (a read could take the old length with
+/// the new bytes, or the reverse) and the answer is one write over the
+/// command's own line: done is the command with its digits zeroed
+/// (`0x1005` becomes `0x0000`), so a read that overlaps the write sees the
+/// command, zero, or a number between, which still reads as not done,
+/// never a cut or empty line. A refusal is `EINVAL` (on a kernel the
+/// daemon's `write()` fails instead).
+fn answer(path: &Path, line: &str, done: bool) {
+    use std::os::unix::fs::FileExt;
+    let text = if done {
+        let digits = line.strip_prefix("0x").unwrap_or(line);
+        format!("0x{}\n", "0".repeat(digits.len().max(1)))
+    } else {
+        "EINVAL\n".to_owned()
+    };
+    let written = fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.write_all_at(text.as_bytes(), 0));
+    if let Err(e) = written {
+        log::error!("{}: answering the sync: {e}", path.display());
     }
 }

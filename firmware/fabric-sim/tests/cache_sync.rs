@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{host, sim, wait_for};
 use fabric_hw::barrier::io_wmb;
 use fabric_hw::contract::*;
-use fabric_hw::shell::{Completion, Submission};
+use fabric_hw::shell::{Completion, Params, Submission};
 
 const PROMPT: [u32; 3] = [300, 301, 302];
 
@@ -37,8 +37,8 @@ fn sqe(host: &common::Host, seq: u32, tag: u32) -> Sqe {
     }
 }
 
-#[test]
-fn a_descriptor_not_flushed_for_the_device_is_refused_as_stale() {
+#[tokio::test]
+async fn a_descriptor_not_flushed_for_the_device_is_refused_as_stale() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
     let host = host(&sim);
@@ -50,15 +50,15 @@ fn a_descriptor_not_flushed_for_the_device_is_refused_as_stale() {
     dma.write(l.sq, &sqe(&host, 0, 7).encode())
         .expect("descriptor");
     io_wmb();
-    REG_SQ_TAIL.set(host.shell.regs(), 1);
+    REG_SQ_TAIL.set(&host.regs, 1);
     wait_for(
         "the device to read the descriptor",
         Duration::from_secs(5),
-        || REG_SQ_HEAD.get(host.shell.regs()) == 1,
+        || REG_SQ_HEAD.get(&host.regs) == 1,
     );
     assert_eq!(sim.stats().stale_descriptors, 1);
     assert_eq!(
-        REG_FAULT_CODE.get(host.shell.regs()),
+        REG_FAULT_CODE.get(&host.regs),
         FaultCode::StaleDescriptor as u32
     );
     assert_eq!(
@@ -68,8 +68,8 @@ fn a_descriptor_not_flushed_for_the_device_is_refused_as_stale() {
     );
 }
 
-#[test]
-fn the_same_descriptor_flushed_runs() {
+#[tokio::test]
+async fn the_same_descriptor_flushed_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
     let host = host(&sim);
@@ -82,15 +82,15 @@ fn the_same_descriptor_flushed_runs() {
     dma.sync_for_device(l.sq, SQE_LEN as u64)
         .expect("descriptor sync");
     io_wmb();
-    REG_SQ_TAIL.set(host.shell.regs(), 1);
+    REG_SQ_TAIL.set(&host.regs, 1);
     wait_for("the request to complete", Duration::from_secs(5), || {
         host.shell.counters().completed == 1
     });
     assert_eq!(sim.stats().stale_descriptors, 0);
 }
 
-#[test]
-fn completions_and_tokens_not_invalidated_for_the_cpu_read_stale() {
+#[tokio::test]
+async fn completions_and_tokens_not_invalidated_for_the_cpu_read_stale() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
     let mut host = host(&sim);
@@ -98,17 +98,19 @@ fn completions_and_tokens_not_invalidated_for_the_cpu_read_stale() {
         tag: 9,
         ctx: 0,
         prompt: &PROMPT,
-        max_tokens: 4,
-        temperature: 0.0,
-        seed: 1,
-        stop_token: NO_STOP_TOKEN,
-        stream: false,
+        params: Params {
+            max_tokens: 4,
+            temperature: 0.0,
+            seed: 1,
+            stop_token: NO_STOP_TOKEN,
+            stream: false,
+        },
     };
     host.rings.submit(&host.shell, &[sub]).expect("submit");
     wait_for(
         "the completion to be posted",
         Duration::from_secs(5),
-        || REG_CQ_TAIL.get(host.shell.regs()) == 1,
+        || REG_CQ_TAIL.get(&host.regs) == 1,
     );
     let dma = host.rings.dma();
     let l = *host.rings.layout();
@@ -149,8 +151,8 @@ fn completions_and_tokens_not_invalidated_for_the_cpu_read_stale() {
     }
 }
 
-#[test]
-fn a_coherent_buffer_needs_no_syncs() {
+#[tokio::test]
+async fn a_coherent_buffer_needs_no_syncs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |c| c.dma_coherent = true);
     let mut host = host(&sim);
@@ -159,15 +161,17 @@ fn a_coherent_buffer_needs_no_syncs() {
         tag: 3,
         ctx: 1,
         prompt: &PROMPT,
-        max_tokens: 5,
-        temperature: 0.0,
-        seed: 1,
-        stop_token: NO_STOP_TOKEN,
-        stream: false,
+        params: Params {
+            max_tokens: 5,
+            temperature: 0.0,
+            seed: 1,
+            stop_token: NO_STOP_TOKEN,
+            stream: false,
+        },
     };
     host.rings.submit(&host.shell, &[sub]).expect("submit");
     wait_for("the completion", Duration::from_secs(5), || {
-        REG_CQ_TAIL.get(host.shell.regs()) == 1
+        REG_CQ_TAIL.get(&host.regs) == 1
     });
     let mut out = Vec::new();
     host.rings.drain(&host.shell, &mut out).expect("drain");

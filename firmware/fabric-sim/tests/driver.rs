@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::{host, sim, wait_for};
 use fabric_hw::contract::*;
-use fabric_hw::shell::{Completion, Rings, Shell, Submission};
+use fabric_hw::shell::{Completion, Params, Rings, Shell, Submission};
 use fabric_hw::uio::UioIrq;
 use fabric_sim::device::Faults;
 
@@ -18,11 +18,13 @@ fn sub(tag: u32, ctx: u16, max_tokens: u32, stream: bool) -> Submission<'static>
         tag,
         ctx,
         prompt: &PROMPT,
-        max_tokens,
-        temperature: 0.8,
-        seed: 42,
-        stop_token: NO_STOP_TOKEN,
-        stream,
+        params: Params {
+            max_tokens,
+            temperature: 0.8,
+            seed: 42,
+            stop_token: NO_STOP_TOKEN,
+            stream,
+        },
     }
 }
 
@@ -66,16 +68,14 @@ async fn streaming_and_whole_give_the_same_tokens() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
     let mut h = host(&sim);
-    let mut irq = h.shell.device().irq().expect("irq");
-    irq.unmask().expect("unmask");
     h.rings
         .submit(&h.shell, &[sub(1, 0, 12, false)])
         .expect("submit");
-    let whole = until_done(&mut irq, &h.shell, &mut h.rings, 1).await;
+    let whole = until_done(&mut h.irq, &h.shell, &mut h.rings, 1).await;
     h.rings
         .submit(&h.shell, &[sub(2, 1, 12, true)])
         .expect("submit");
-    let streamed = until_done(&mut irq, &h.shell, &mut h.rings, 2).await;
+    let streamed = until_done(&mut h.irq, &h.shell, &mut h.rings, 2).await;
     assert_eq!(tokens_of(&whole).len(), 12);
     assert_eq!(tokens_of(&whole), tokens_of(&streamed));
     let progress = streamed
@@ -99,8 +99,6 @@ async fn a_cancel_frees_the_context_at_once() {
     // Real time: 256 tokens would take half a second.
     let sim = sim(dir.path(), |c| c.time_scale = 1.0);
     let mut h = host(&sim);
-    let mut irq = h.shell.device().irq().expect("irq");
-    irq.unmask().expect("unmask");
     h.rings
         .submit(&h.shell, &[sub(5, 0, 256, false)])
         .expect("submit");
@@ -114,7 +112,7 @@ async fn a_cancel_frees_the_context_at_once() {
     // catches up the steps it owes, at most an eighth of the request).
     let before = h.shell.counters().tokens;
     h.shell.cancel(0, 5);
-    let all = until_done(&mut irq, &h.shell, &mut h.rings, 5).await;
+    let all = until_done(&mut h.irq, &h.shell, &mut h.rings, 5).await;
     let Some(Completion::Done {
         status, n_tokens, ..
     }) = all.last()
@@ -139,9 +137,6 @@ async fn a_lost_interrupt_is_recovered_by_draining_anyway() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
     let mut h = host(&sim);
-    let mut irq = h.shell.device().irq().expect("irq");
-    // No initial unmask here: the line starts unmasked, and an unmask
-    // processed late would re-raise the lost interrupt's level.
     sim.inject(Faults {
         lose_irq: 1,
         ..Faults::default()
@@ -152,10 +147,10 @@ async fn a_lost_interrupt_is_recovered_by_draining_anyway() {
     wait_for(
         "the completion to be posted",
         Duration::from_secs(5),
-        || REG_CQ_TAIL.get(h.shell.regs()) == 1,
+        || REG_CQ_TAIL.get(&h.regs) == 1,
     );
     assert!(
-        tokio::time::timeout(Duration::from_millis(100), irq.wait())
+        tokio::time::timeout(Duration::from_millis(100), h.irq.wait())
             .await
             .is_err(),
         "the interrupt was injected as lost"
@@ -164,7 +159,7 @@ async fn a_lost_interrupt_is_recovered_by_draining_anyway() {
     // What the daemon's watchdog does: drain without an interrupt, unmask.
     let mut out = Vec::new();
     h.rings.drain(&h.shell, &mut out).expect("drain");
-    irq.unmask().expect("unmask");
+    h.irq.unmask().expect("unmask");
     assert!(matches!(
         out.as_slice(),
         [Completion::Done {
@@ -177,7 +172,7 @@ async fn a_lost_interrupt_is_recovered_by_draining_anyway() {
     h.rings
         .submit(&h.shell, &[sub(9, 0, 3, false)])
         .expect("submit");
-    until_done(&mut irq, &h.shell, &mut h.rings, 9).await;
+    until_done(&mut h.irq, &h.shell, &mut h.rings, 9).await;
 }
 
 #[tokio::test]
@@ -185,8 +180,6 @@ async fn corrupted_output_fails_its_crc() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
     let mut h = host(&sim);
-    let mut irq = h.shell.device().irq().expect("irq");
-    irq.unmask().expect("unmask");
     sim.inject(Faults {
         corrupt: 1,
         ..Faults::default()
@@ -194,7 +187,7 @@ async fn corrupted_output_fails_its_crc() {
     h.rings
         .submit(&h.shell, &[sub(4, 4, 6, false)])
         .expect("submit");
-    let all = until_done(&mut irq, &h.shell, &mut h.rings, 4).await;
+    let all = until_done(&mut h.irq, &h.shell, &mut h.rings, 4).await;
     assert!(matches!(
         all.last(),
         Some(Completion::Done {
@@ -206,7 +199,7 @@ async fn corrupted_output_fails_its_crc() {
     h.rings
         .submit(&h.shell, &[sub(5, 4, 6, false)])
         .expect("submit");
-    let all = until_done(&mut irq, &h.shell, &mut h.rings, 5).await;
+    let all = until_done(&mut h.irq, &h.shell, &mut h.rings, 5).await;
     assert!(
         matches!(all.last(), Some(Completion::Done { intact: true, .. })),
         "only one was corrupted"
@@ -218,14 +211,12 @@ async fn a_request_for_a_slot_that_is_not_ready_gets_a_typed_answer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |c| c.load = vec!["0=kjv.bit".into()]);
     let mut h = host(&sim);
-    let mut irq = h.shell.device().irq().expect("irq");
-    irq.unmask().expect("unmask");
     // Slot 1 is empty: its first context follows slot 0's.
     let ctx = h.shell.info().contexts_per_slot as u16;
     h.rings
         .submit(&h.shell, &[sub(11, ctx, 3, false)])
         .expect("submit");
-    let all = until_done(&mut irq, &h.shell, &mut h.rings, 11).await;
+    let all = until_done(&mut h.irq, &h.shell, &mut h.rings, 11).await;
     assert!(matches!(
         all.last(),
         Some(Completion::Done {
@@ -235,8 +226,8 @@ async fn a_request_for_a_slot_that_is_not_ready_gets_a_typed_answer() {
     ));
 }
 
-#[test]
-fn the_driver_refuses_what_the_fabric_cannot_take() {
+#[tokio::test]
+async fn the_driver_refuses_what_the_fabric_cannot_take() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
     let mut h = host(&sim);
@@ -263,4 +254,58 @@ fn the_driver_refuses_what_the_fabric_cannot_take() {
         .submit(&h.shell, &[sub(4, 0, 3, false)])
         .expect_err("busy");
     assert!(err.to_string().contains("still running tag 3"), "{err}");
+}
+
+#[tokio::test]
+async fn a_submit_that_fails_part_way_advances_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A cached buffer, so every submit cleans the cache for the device.
+    let sim = sim(dir.path(), |c| c.dma_coherent = false);
+    let mut h = host(&sim);
+    // The descriptors' sync is refused, after both prompts went out.
+    sim.inject(Faults {
+        refuse_ring_sync: 1,
+        ..Faults::default()
+    });
+    let batch = [sub(21, 0, 3, false), sub(22, 1, 3, false)];
+    let err = h
+        .rings
+        .submit(&h.shell, &batch)
+        .expect_err("the ring's sync was refused");
+    assert!(
+        matches!(err, fabric_hw::shell::ShellError::Dma(_)),
+        "a DMA error, which the daemon takes for the fabric failing: {err}"
+    );
+    // Nothing advanced: no context holds a tag, the doorbell never rang.
+    assert_eq!((h.rings.running(0), h.rings.running(1)), (0, 0));
+    assert_eq!(REG_SQ_TAIL.get(&h.regs), 0);
+    // So the same batch goes in whole once the buffer answers again, and
+    // the device reads only descriptors that were cleaned for it.
+    h.rings
+        .submit(&h.shell, &batch)
+        .expect("the same batch again");
+    let all = until_done(&mut h.irq, &h.shell, &mut h.rings, 21).await;
+    let all = if all
+        .iter()
+        .any(|c| matches!(c, Completion::Done { tag: 22, .. }))
+    {
+        all
+    } else {
+        until_done(&mut h.irq, &h.shell, &mut h.rings, 22).await
+    };
+    assert!(
+        all.iter()
+            .filter(|c| matches!(
+                c,
+                Completion::Done {
+                    status: CqeStatus::Ok,
+                    intact: true,
+                    ..
+                }
+            ))
+            .count()
+            >= 1,
+        "{all:?}"
+    );
+    assert_eq!(sim.stats().stale_descriptors, 0);
 }

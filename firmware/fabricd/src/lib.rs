@@ -1,37 +1,40 @@
 //! fabricd: the daemon that serves completions from the FPGA fabric.
 //!
+//! A request comes in over HTTP ([`http`]), is validated at the edge into a
+//! [`sched::Request`], waits its turn in the scheduler ([`sched`]), runs on
+//! the fabric through the driver ([`fabric`]) that the scheduler's task
+//! owns, and leaves with a result or a typed outcome. Rotation
+//! ([`rotation`]) reflashes slots while the rest serves, telling the
+//! scheduler, which owns every slot's state. [`stats`] counts what was
+//! served; [`control`] is the socket `fabricctl` talks to; [`serve`] wires
+//! them together and takes them down in order.
+//!
 //! # Layout
-//! - [`catalog`]: the models in the firmware directory, checked by SHA-256.
-//! - [`fabric`]: attaching to the fabric, and the driver that owns the
-//!   rings (run inside the scheduler's task).
-//! - [`lock`]: one process drives the fabric at a time.
-//! - [`config`]: the TOML configuration and its flags.
-//! - [`api`]: the OpenAI completions request and response shapes.
-//! - [`outcome`]: every typed outcome, and the one place they become HTTP.
-//! - [`scheduler`]: the bounded, fair queue with deadlines and cancels.
-//! - [`server`]: connections, routes, handlers, event streams.
-//! - [`text`]: tokens to text: UTF-8 and stop sequences.
-//! - [`metrics`]: Prometheus counters and histograms.
-//! - [`stats`]: per-window figures, durable on the SD card.
+//! - [`http`]: connections, routes, validation, answers, and the one place
+//!   an outcome becomes a status.
+//! - [`sched`]: the bounded, fair queue with deadlines and cancels, and the
+//!   one owner of the slots' state.
+//! - [`fabric`]: the driver that owns the rings and the interrupt.
 //! - [`rotation`]: loading models into PR slots while serving.
-//! - [`control`]: the Unix socket `fabricctl` talks to.
-//! - [`serve`]: wiring it together, and shutdown.
+//! - [`stats`]: per-window figures, durable on the SD card, and the
+//!   Prometheus metrics.
+//! - [`control`]: the control socket and its protocol, shared with
+//!   `fabricctl`.
+//! - [`serve`]: wiring, and shutdown.
+//! - [`cli`]: the command line (`main.rs` only calls it).
+//! - [`catalog`], [`config`], [`lock`]: the models in the firmware
+//!   directory, the configuration, one process per fabric.
 
 #![forbid(unsafe_code)]
 
-pub mod api;
-pub mod body;
 pub mod catalog;
+pub mod cli;
 pub mod config;
 pub mod control;
 pub mod fabric;
-pub mod guard;
+pub mod http;
 pub mod lock;
-pub mod metrics;
-pub mod outcome;
 pub mod rotation;
-pub mod scheduler;
+pub mod sched;
 pub mod serve;
-pub mod server;
 pub mod stats;
-pub mod text;

@@ -7,6 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
+/// How long a process may take to come up, or to do what the test waits
+/// for: generous for a debug build under qemu-user, reached only when
+/// something is broken.
+const READY_WITHIN: Duration = Duration::from_secs(120);
+
 fn fabricd() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_fabricd"));
     c.env("RUST_LOG", "warn");
@@ -45,7 +50,7 @@ impl SimProcess {
         let start = Instant::now();
         while !ready.exists() {
             assert!(
-                start.elapsed() < Duration::from_secs(20),
+                start.elapsed() < READY_WITHIN,
                 "the simulator did not come up"
             );
             std::thread::sleep(Duration::from_millis(10));
@@ -235,7 +240,7 @@ fn a_missing_uio_device_is_named() {
     let out = run(fabricd().arg("probe").arg("--root").arg(dir.path()));
     let err = text(&out.stderr);
     assert!(
-        err.contains("no UIO device named \"fabric-shell\""),
+        err.contains("no UIO device named \"fabric-shell@a0000000\" or \"fabric-shell\""),
         "{err}"
     );
 }
@@ -306,18 +311,21 @@ impl ServeProcess {
                 if let Some(addr) = line.split("listening on http://").nth(1) {
                     let _ = tx.send(addr.trim().to_owned());
                 }
+                if line.ends_with("serve: ready") {
+                    let _ = tx.send(String::new());
+                }
             }
         });
         let sim_root = match root {
             Some(r) => r,
             None => PathBuf::from(
-                rx.recv_timeout(Duration::from_secs(30))
+                rx.recv_timeout(READY_WITHIN)
                     .expect("fabricd serve names the simulator's root"),
             ),
         };
         let _ = known_root;
         let addr = rx
-            .recv_timeout(Duration::from_secs(30))
+            .recv_timeout(READY_WITHIN)
             .expect("fabricd serve said where it listens")
             .parse()
             .expect("an address");
@@ -326,16 +334,11 @@ impl ServeProcess {
             addr,
             sim_root,
         };
-        let start = Instant::now();
-        while http(
-            p.addr,
-            "GET /readyz HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n",
-        )
-        .0 != 200
-        {
-            assert!(start.elapsed() < Duration::from_secs(20), "not ready");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        // The daemon's own word that it serves, with a bound that only a
+        // daemon that never comes up reaches (a debug build under qemu-user
+        // takes seconds).
+        rx.recv_timeout(READY_WITHIN)
+            .expect("fabricd serve said it serves");
         p
     }
 
@@ -419,10 +422,7 @@ fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
         if m.contains("fabricd_in_flight 1") {
             break;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the request never started"
-        );
+        assert!(start.elapsed() < READY_WITHIN, "the request never started");
         std::thread::sleep(Duration::from_millis(5));
     }
     serve.term();
@@ -434,7 +434,7 @@ fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
             break status.code();
         }
         assert!(
-            start.elapsed() < Duration::from_secs(15),
+            start.elapsed() < READY_WITHIN,
             "fabricd did not exit after SIGTERM"
         );
         std::thread::sleep(Duration::from_millis(20));
@@ -460,7 +460,7 @@ fn killing_serve_takes_the_simulator_with_it() {
     let start = Instant::now();
     while alive(pid) {
         assert!(
-            start.elapsed() < Duration::from_secs(10),
+            start.elapsed() < READY_WITHIN,
             "the simulator outlived fabricd"
         );
         std::thread::sleep(Duration::from_millis(20));
@@ -528,7 +528,7 @@ fn sigkill_mid_write_loses_no_earlier_stats_record() {
     let start = Instant::now();
     while std::fs::metadata(&log).map_or(0, |m| m.len()) <= len {
         assert!(
-            start.elapsed() < Duration::from_secs(10),
+            start.elapsed() < READY_WITHIN,
             "the restarted daemon wrote nothing"
         );
         std::thread::sleep(Duration::from_millis(10));

@@ -6,7 +6,6 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{control, control_at, get, post_json, slots, Daemon};
-use fabric_hw::contract::SlotRegs;
 use fabric_sim::device::Faults;
 use serde_json::json;
 
@@ -18,7 +17,7 @@ fn loads(d: &Daemon, slot: usize) -> u32 {
     let root = d.sim.root();
     let topo = fabric_hw::devtree::discover_live(&root.device_tree()).expect("topology");
     let shell = fabric_hw::shell::Shell::attach(&root, &topo).expect("shell");
-    SlotRegs::of(slot).loads.get(shell.regs())
+    shell.slot(slot as u8).loads
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -42,28 +41,31 @@ async fn make_before_break_keeps_the_other_slot_serving() {
             tokio::spawn(async move {
                 let mut statuses = Vec::new();
                 while Instant::now() < stop {
-                    statuses.push(post_json(addr, req("kjv", 8)).await.status);
+                    let status = post_json(addr, req("kjv", 8)).await.status;
+                    statuses.push((status, Instant::now()));
                 }
                 statuses
             })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
+    let load_began = Instant::now();
     let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    let load_ended = Instant::now();
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["data"]["report"]["replaced"], "fortunes");
     assert!(
         r["data"]["report"]["reconfigure_ms"].as_u64().expect("ms") >= 300,
         "{r}"
     );
-    let mut served = 0;
+    let mut during = 0;
     for h in hammer {
-        for status in h.await.expect("join") {
+        for (status, at) in h.await.expect("join") {
             assert_eq!(status, 200, "slot 0 must keep serving kjv throughout");
-            served += 1;
+            during += usize::from(load_began < at && at < load_ended);
         }
     }
-    assert!(served > 50, "only {served} served");
+    assert!(during > 0, "nothing was served while slot 1 was reloaded");
     assert_eq!(loads(&d, 0), loads0, "slot 0 was never touched");
     assert_eq!(slots(d.addr).await[1], ("kjv".into(), "ready".into()));
     // fortunes is in no slot now: a typed answer, not a hang.
@@ -134,7 +136,8 @@ async fn one_slot_requests_wait_or_hear_the_model_is_loading() {
     // One that cannot is told so at once, with Retry-After.
     let mut hurried = req("fortunes", 4);
     hurried["deadline_ms"] = json!(100);
-    let start = Instant::now();
+    // Told at admission, not at its deadline: `model_loading`, where
+    // waiting out the 100 ms would have answered `deadline_exceeded`.
     let r = post_json(addr, hurried).await;
     assert_eq!(
         (r.status, r.error_type().as_str()),
@@ -143,10 +146,6 @@ async fn one_slot_requests_wait_or_hear_the_model_is_loading() {
         r.text()
     );
     assert!(r.headers.contains_key("retry-after") && r.headers.contains_key("retry-after-ms"));
-    assert!(
-        start.elapsed() < Duration::from_millis(100),
-        "answered at once"
-    );
     // /readyz says what is loading, for a load balancer.
     let ready = get(addr, "/readyz").await.expect("readyz").json();
     assert_eq!(ready["models"]["fortunes"], "loading", "{ready}");
@@ -168,7 +167,7 @@ async fn wait_for_loading(addr: std::net::SocketAddr) {
             return;
         }
         assert!(
-            start.elapsed() < Duration::from_secs(5),
+            start.elapsed() < common::READY_WITHIN,
             "the load never started"
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -275,8 +274,7 @@ async fn a_restart_finds_the_loaded_models_without_reflashing() {
     sc.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
     sc.pr_bytes_per_sec = 4_000_000;
     let sim = fabric_sim::Simulator::start(sc).expect("sim");
-    let (addr, stop, task) = start_daemon(dir.path());
-    wait_ready(addr).await;
+    let (addr, stop, task) = start_daemon(dir.path()).await;
     // Load fortunes into slot 0 through a PR overlay, then stop the daemon.
     let r = control_at(
         dir.path(),
@@ -290,8 +288,7 @@ async fn a_restart_finds_the_loaded_models_without_reflashing() {
     let c = sim.counters();
     let loads_before: Vec<u32> = (0..2).map(|s| slot_loads(&sim, s)).collect();
     // A new daemon finds fortunes in both slots, serves, and flashes nothing.
-    let (addr, stop, task) = start_daemon(dir.path());
-    wait_ready(addr).await;
+    let (addr, stop, task) = start_daemon(dir.path()).await;
     assert_eq!(
         slots(addr).await,
         vec![
@@ -328,8 +325,7 @@ async fn a_shell_device_that_moves_is_found_again_by_name() {
     sc.renumber_uio = true;
     sc.time_scale = 0.04; // the 25 s dark period becomes 1 s
     let sim = fabric_sim::Simulator::start(sc).expect("sim");
-    let (addr, _stop, task) = start_daemon(dir.path());
-    wait_ready(addr).await;
+    let (_addr, _stop, task) = start_daemon(dir.path()).await;
     let status = control_at(dir.path(), json!({"cmd": "status"})).await;
     let device = status["data"]["fabric"]["device"].as_str().expect("device");
     assert!(device.ends_with("/dev/uio0"), "{status}");
@@ -351,8 +347,7 @@ async fn a_shell_device_that_moves_is_found_again_by_name() {
     let loads: Vec<u32> = (0..2).map(|s| slot_loads(&sim, s)).collect();
     // Started again, it finds the shell under its new name and serves the
     // model the full reconfiguration loaded, without reflashing.
-    let (addr, stop, task) = start_daemon(dir.path());
-    wait_ready(addr).await;
+    let (addr, stop, task) = start_daemon(dir.path()).await;
     let status = control_at(dir.path(), json!({"cmd": "status"})).await;
     let device = status["data"]["fabric"]["device"].as_str().expect("device");
     assert!(device.ends_with("/dev/uio1"), "{status}");
@@ -371,45 +366,25 @@ fn slot_loads(sim: &fabric_sim::Simulator, slot: usize) -> u32 {
     let root = sim.root();
     let topo = fabric_hw::devtree::discover_live(&root.device_tree()).expect("topology");
     let shell = fabric_hw::shell::Shell::attach(&root, &topo).expect("shell");
-    SlotRegs::of(slot).loads.get(shell.regs())
+    shell.slot(slot as u8).loads
 }
 
 /// `fabricd serve` with the defaults over the simulated board at `dir`, as
-/// a restart would find it: its address, its stop token and its task.
-fn start_daemon(
+/// a restart would find it, once it serves: its address, its stop token
+/// and its task.
+async fn start_daemon(
     dir: &std::path::Path,
 ) -> (
     std::net::SocketAddr,
     tokio_util::sync::CancellationToken,
     tokio::task::JoinHandle<anyhow::Result<()>>,
 ) {
-    let config = fabricd::config::Config {
+    common::serve(fabricd::config::Config {
         root: dir.to_owned(),
         listen: "127.0.0.1:0".parse().expect("addr"),
         ..Default::default()
-    };
-    let listener = fabricd::serve::listen(config.listen).expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let stop = tokio_util::sync::CancellationToken::new();
-    let task = tokio::spawn(fabricd::serve::run(config, listener, stop.clone()));
-    (addr, stop, task)
-}
-
-async fn wait_ready(addr: std::net::SocketAddr) {
-    wait_for_async(addr).await;
-}
-
-async fn wait_for_async(addr: std::net::SocketAddr) {
-    let start = Instant::now();
-    loop {
-        if let Ok(r) = get(addr, "/readyz").await {
-            if r.status == 200 {
-                return;
-            }
-        }
-        assert!(start.elapsed() < Duration::from_secs(10), "not ready");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -429,26 +404,24 @@ async fn full_reconfiguration_darkens_everything_but_the_daemon_answers() {
         let path = d.dir.path().to_owned();
         async move { control_at(&path, json!({"cmd": "load", "model": "fortunes"})).await }
     });
-    // While dark: health answers fast, readiness says not ready.
-    let start = Instant::now();
-    let mut health = Vec::new();
-    let mut saw_dark = false;
-    while !ctl.is_finished() && start.elapsed() < Duration::from_secs(10) {
-        let t = Instant::now();
-        assert_eq!(get(addr, "/healthz").await.expect("healthz").status, 200);
-        health.push(t.elapsed());
+    // While dark, health answers and readiness says so: answers come back
+    // during the reconfiguration, not only after it.
+    let mut answered_dark = 0;
+    while !ctl.is_finished() {
+        let health = get(addr, "/healthz").await.expect("healthz").status;
         let r = get(addr, "/readyz").await.expect("readyz").json();
-        saw_dark |= r["fabric"]["state"] == "dark";
+        if r["fabric"]["state"] == "dark" {
+            assert_eq!(health, 200);
+            answered_dark += 1;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let r = ctl.await.expect("join");
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["data"]["report"]["method"], "full");
-    assert!(saw_dark, "the fabric went dark");
-    health.sort();
     assert!(
-        *health.last().expect("samples") < Duration::from_millis(200),
-        "{health:?}"
+        answered_dark >= 2,
+        "health and readiness answered while the fabric was dark ({answered_dark} times)"
     );
     // After it, the rings were initialised again and the new model serves.
     assert_eq!(slots(addr).await[0], ("fortunes".into(), "ready".into()));

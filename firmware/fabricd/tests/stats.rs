@@ -77,7 +77,7 @@ async fn a_scripted_session_matches_the_window_and_sets_the_reconfiguration_apar
             break;
         }
         assert!(
-            start.elapsed() < Duration::from_secs(5),
+            start.elapsed() < common::READY_WITHIN,
             "the load never started"
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -157,11 +157,9 @@ async fn windows_close_and_reach_the_card() {
         assert_eq!(small_completion(d.addr, "x", k).await, 200);
     }
     let dir = d.dir.path().join("data/fabricd");
-    wait_for(
-        "a closed window on the card",
-        Duration::from_secs(5),
-        || stats::read_dir(&dir).0.iter().any(|w| w.closed),
-    )
+    wait_for("a closed window on the card", common::READY_WITHIN, || {
+        stats::read_dir(&dir).0.iter().any(|w| w.closed)
+    })
     .await;
     let _root = d.stop().await;
     let (windows, report) = stats::read_dir(&dir);

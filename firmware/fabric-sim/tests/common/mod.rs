@@ -3,10 +3,14 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabric_hw::devtree::{discover_live, Topology};
+use fabric_hw::contract::WINDOW_LEN;
+use fabric_hw::devtree::Topology;
+use fabric_hw::mmio::Mmio;
 use fabric_hw::shell::{RingConfig, Rings, Shell};
+use fabric_hw::uio::UioIrq;
 use fabric_sim::{SimConfig, Simulator};
 
 pub fn bitstreams() -> PathBuf {
@@ -26,18 +30,32 @@ pub fn sim(dir: &Path, tweak: impl FnOnce(&mut SimConfig)) -> Simulator {
 
 pub struct Host {
     pub topo: Topology,
-    pub shell: Shell,
+    pub shell: Arc<Shell>,
     pub rings: Rings,
+    pub irq: UioIrq,
+    /// A second mapping of the shell's register window, for tests that
+    /// play a careless driver: the layer's own driver never lends its
+    /// window out.
+    pub regs: Mmio,
 }
 
-/// Attaches the hardware layer the way the daemon does.
+/// Attaches the way the daemon does (`fabric_hw::attach`); must run in a
+/// tokio runtime, for the interrupt.
 pub fn host(sim: &Simulator) -> Host {
     let root = sim.root();
-    let topo = discover_live(&root.device_tree()).expect("discovery");
-    let shell = Shell::attach(&root, &topo).expect("shell");
-    let dma = fabric_hw::dma::open_buffer(&root, &topo.dma, shell.device()).expect("dma");
-    let rings = Rings::init(&shell, dma, RingConfig::default()).expect("rings");
-    Host { topo, shell, rings }
+    let a = fabric_hw::attach(&root, RingConfig::default()).expect("attach");
+    let regs = a
+        .shell
+        .device()
+        .map(0, WINDOW_LEN as u64)
+        .expect("a second mapping of the registers");
+    Host {
+        topo: a.topology,
+        shell: a.shell,
+        rings: a.rings,
+        irq: a.irq,
+        regs,
+    }
 }
 
 /// Polls `cond` until it holds, or fails the test after `timeout`.

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
+use fabricd::control::protocol::{self, Answer};
 use serde_json::{json, Value};
 
 #[derive(Parser, Debug)]
@@ -42,6 +43,11 @@ enum Command {
         /// drain timeout (they get a typed `model_not_loaded` answer).
         #[arg(long)]
         force: bool,
+        /// A full reconfiguration: the model's full image (shell and slot
+        /// 0) for the whole fabric, which is dark meanwhile; every slot is
+        /// drained first.
+        #[arg(long, conflicts_with = "slot")]
+        full: bool,
     },
     /// Load the next model of the configured rotation schedule.
     Rotate,
@@ -142,7 +148,7 @@ fn utc(ms: u64) -> String {
     )
 }
 
-fn ask(socket: &PathBuf, req: &Value) -> Result<Value, String> {
+fn ask(socket: &PathBuf, cmd: &protocol::Command) -> Result<Answer, String> {
     let mut stream = UnixStream::connect(socket).map_err(|e| {
         format!(
             "cannot reach fabricd at {}: {e} (is it running? is --socket right?)",
@@ -150,29 +156,35 @@ fn ask(socket: &PathBuf, req: &Value) -> Result<Value, String> {
         )
     })?;
     let _ = stream.set_read_timeout(Some(Duration::from_secs(600)));
-    let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
-    line.push(b'\n');
     stream
-        .write_all(&line)
+        .write_all(&cmd.to_line())
         .map_err(|e| format!("writing to {}: {e}", socket.display()))?;
     let mut reply = String::new();
     BufReader::new(&stream)
         .read_line(&mut reply)
         .map_err(|e| format!("reading from {}: {e}", socket.display()))?;
-    serde_json::from_str(&reply).map_err(|e| format!("the daemon's answer is not JSON: {e}"))
+    Answer::parse(&reply)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let req = match &cli.command {
-        Command::Status => json!({"cmd": "status"}),
-        Command::Models => json!({"cmd": "models"}),
-        Command::Load { model, slot, force } => {
-            json!({"cmd": "load", "model": model, "slot": slot, "force": force})
-        }
-        Command::Rotate => json!({"cmd": "rotate"}),
-        Command::Drain { slot } => json!({"cmd": "drain", "slot": slot}),
-        Command::Resume { slot } => json!({"cmd": "resume", "slot": slot}),
+    let cmd = match &cli.command {
+        Command::Status => protocol::Command::Status,
+        Command::Models => protocol::Command::Models,
+        Command::Load {
+            model,
+            slot,
+            force,
+            full,
+        } => protocol::Command::Load {
+            model: model.clone(),
+            slot: *slot,
+            force: *force,
+            full: *full,
+        },
+        Command::Rotate => protocol::Command::Rotate,
+        Command::Drain { slot } => protocol::Command::Drain { slot: *slot },
+        Command::Resume { slot } => protocol::Command::Resume { slot: *slot },
         Command::Stats { since, .. } => {
             let since_ms = match since.as_deref().map(parse_since).transpose() {
                 Ok(s) => s,
@@ -181,14 +193,16 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            json!({"cmd": "stats", "since_ms": since_ms})
+            protocol::Command::Stats { since_ms }
         }
     };
-    let answer = match &cli.command {
-        Command::Stats { dir: Some(dir), .. } => Ok(offline_stats(dir, req["since_ms"].as_u64())),
-        _ => ask(&cli.socket, &req),
+    let answer = match (&cli.command, &cmd) {
+        (Command::Stats { dir: Some(dir), .. }, protocol::Command::Stats { since_ms }) => {
+            Ok(Answer::Done(offline_stats(dir, *since_ms)))
+        }
+        _ => ask(&cli.socket, &cmd),
     };
-    let reply = match answer {
+    let answer = match answer {
         Ok(r) => r,
         Err(e) => {
             eprintln!("fabricctl: {e}");
@@ -198,21 +212,27 @@ fn main() -> ExitCode {
     if cli.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&reply).unwrap_or_default()
+            serde_json::to_string_pretty(&match &answer {
+                Answer::Done(data) => json!({"ok": true, "data": data}),
+                Answer::Refused { kind, message } => {
+                    json!({"ok": false, "error": {"type": kind, "message": message}})
+                }
+            })
+            .unwrap_or_default()
         );
     }
-    if reply["ok"] != true {
-        eprintln!(
-            "fabricctl: refused ({}): {}",
-            reply["error"]["type"].as_str().unwrap_or("error"),
-            reply["error"]["message"].as_str().unwrap_or("no message")
-        );
-        return ExitCode::FAILURE;
+    match answer {
+        Answer::Refused { kind, message } => {
+            eprintln!("fabricctl: refused ({kind}): {message}");
+            ExitCode::FAILURE
+        }
+        Answer::Done(data) => {
+            if !cli.json {
+                print_human(&cli.command, &data);
+            }
+            ExitCode::SUCCESS
+        }
     }
-    if !cli.json {
-        print_human(&cli.command, &reply["data"]);
-    }
-    ExitCode::SUCCESS
 }
 
 /// The stats report from the files alone.
@@ -223,10 +243,10 @@ fn offline_stats(dir: &std::path::Path, since_ms: Option<u64>) -> Value {
         .filter(|r| since_ms.is_none_or(|s| r.end_ms >= s))
         .map(fabricd::stats::window_json)
         .collect();
-    json!({"ok": true, "data": {
+    json!({
         "storage": {"path": dir.join(fabricd::stats::LOG), "ok": true, "error": null, "now": read},
         "windows": windows,
-    }})
+    })
 }
 
 fn print_human(cmd: &Command, d: &Value) {

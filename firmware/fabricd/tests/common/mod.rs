@@ -19,6 +19,42 @@ pub fn bitstreams() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bitstreams")
 }
 
+/// How long a daemon may take to say it serves: attaching, the rings, the
+/// first publish. Generous, for a debug build under qemu-user; only a
+/// daemon that never comes up reaches it.
+pub const READY_WITHIN: Duration = Duration::from_secs(120);
+
+/// `fabricd serve` with `config` on its own task, awaited until it says it
+/// serves (its own signal, not a poll of `/readyz`): its address, its stop
+/// token and its task.
+pub async fn serve(
+    config: Config,
+) -> (
+    SocketAddr,
+    CancellationToken,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let listener = fabricd::serve::listen(config.listen).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let shutdown = CancellationToken::new();
+    let (ready, serving) = fabricd::serve::Ready::channel();
+    let mut task = tokio::spawn(fabricd::serve::run_ready(
+        config,
+        listener,
+        shutdown.clone(),
+        ready,
+    ));
+    tokio::select! {
+        r = tokio::time::timeout(READY_WITHIN, serving) => match r {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => panic!("the daemon stopped before it served: {:?}", (&mut task).await),
+            Err(_) => panic!("the daemon did not serve within {READY_WITHIN:?}"),
+        },
+        r = &mut task => panic!("the daemon stopped before it served: {r:?}"),
+    }
+    (addr, shutdown, task)
+}
+
 pub struct Daemon {
     pub addr: SocketAddr,
     pub sim: Simulator,
@@ -60,34 +96,13 @@ impl Daemon {
             ..Config::default()
         };
         config_tweak(&mut config);
-        let listener = fabricd::serve::listen(config.listen).expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(fabricd::serve::run(config, listener, shutdown.clone()));
-        let d = Daemon {
+        let (addr, shutdown, task) = serve(config).await;
+        Daemon {
             addr,
             sim,
             shutdown,
             task: Some(task),
             dir,
-        };
-        d.wait_ready().await;
-        d
-    }
-
-    async fn wait_ready(&self) {
-        let start = Instant::now();
-        loop {
-            if let Ok(r) = get(self.addr, "/readyz").await {
-                if r.status == 200 {
-                    return;
-                }
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "the daemon did not become ready"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 

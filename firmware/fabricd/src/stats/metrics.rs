@@ -5,22 +5,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::scheduler::SlotView;
-
-/// Every outcome label, in a fixed order. `ok` is a completion; `cancelled`
-/// is a client that went away first.
-pub const OUTCOMES: [&str; 10] = [
-    "ok",
-    "cancelled",
-    "overloaded",
-    "deadline_exceeded",
-    "invalid_request",
-    "model_not_found",
-    "model_loading",
-    "model_not_loaded",
-    "fabric_error",
-    "shutting_down",
-];
+use crate::sched::{Ending, SlotView};
 
 const BUCKETS: [f64; 14] = [
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -72,7 +57,7 @@ impl Histogram {
 /// The daemon's metrics.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    outcomes: [AtomicU64; OUTCOMES.len()],
+    outcomes: [AtomicU64; Ending::ALL.len()],
     pub latency: Histogram,
     pub queue_wait: Histogram,
     pub fabric_time: Histogram,
@@ -84,19 +69,14 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Counts one request's outcome.
-    pub fn outcome(&self, label: &str) {
-        if let Some(i) = OUTCOMES.iter().position(|o| *o == label) {
-            self.outcomes[i].fetch_add(1, Ordering::Relaxed);
-        }
+    /// Counts how one request ended.
+    pub fn outcome(&self, ending: Ending) {
+        self.outcomes[ending.index()].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Requests that ended with `label`.
-    pub fn count(&self, label: &str) -> u64 {
-        OUTCOMES
-            .iter()
-            .position(|o| *o == label)
-            .map_or(0, |i| self.outcomes[i].load(Ordering::Relaxed))
+    /// Requests that ended so.
+    pub fn count(&self, ending: Ending) -> u64 {
+        self.outcomes[ending.index()].load(Ordering::Relaxed)
     }
 
     /// The Prometheus text.
@@ -130,10 +110,11 @@ impl Metrics {
             self.connections_open.load(Ordering::Relaxed) as f64,
         );
         let _ = writeln!(out, "# HELP fabricd_requests_total Requests by outcome.\n# TYPE fabricd_requests_total counter");
-        for (label, c) in OUTCOMES.iter().zip(&self.outcomes) {
+        for (ending, c) in Ending::ALL.iter().zip(&self.outcomes) {
             let _ = writeln!(
                 out,
-                "fabricd_requests_total{{outcome=\"{label}\"}} {}",
+                "fabricd_requests_total{{outcome=\"{}\"}} {}",
+                ending.label(),
                 c.load(Ordering::Relaxed)
             );
         }
@@ -244,15 +225,15 @@ mod tests {
     #[test]
     fn renders_prometheus_text() {
         let m = Metrics::default();
-        m.outcome("ok");
-        m.outcome("overloaded");
+        m.outcome(Ending::Ok);
+        m.outcome(Ending::Overloaded);
         m.latency.observe(Duration::from_millis(20));
         let text = m.render(3, 4, &[], None);
         assert!(text.contains("fabricd_requests_total{outcome=\"ok\"} 1"));
         assert!(text.contains("fabricd_queue_depth 3"));
         assert!(text.contains("fabricd_request_duration_seconds_bucket{le=\"0.025\"} 1"));
         assert!(text.contains("fabricd_request_duration_seconds_bucket{le=\"0.01\"} 0"));
-        assert_eq!(m.count("overloaded"), 1);
+        assert_eq!(m.count(Ending::Overloaded), 1);
     }
 
     #[test]

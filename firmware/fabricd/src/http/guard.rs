@@ -3,8 +3,9 @@
 //!
 //! hyper has a header read timeout of its own, but it arms a timer for
 //! every request (an allocation, a timer-wheel insert and removal, and one
-//! more turn of its poll loop): about 5% of a request's CPU at zero service
-//! time. Here a request costs two atomic operations and a clock read. The
+//! more turn of its poll loop), a measurable share of a request's CPU
+//! (README, design notes). Here a request costs two atomic operations and
+//! a clock read. The
 //! connection tells its [`Watch`] when a request's header is in and when
 //! hyper is done with the response; a guard task of its own sleeps until
 //! the earliest moment the connection could have waited too long for a
@@ -93,7 +94,7 @@ impl Watch {
     }
 }
 
-impl crate::body::Dropped for Watch {
+impl crate::http::body::Dropped for Watch {
     fn dropped(&self) {
         self.end();
     }

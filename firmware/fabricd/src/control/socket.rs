@@ -1,17 +1,15 @@
-//! The control socket: what `fabricctl` talks to over SSH.
-//!
-//! A Unix stream socket (default `/run/fabricd.sock`), mode 0600 so only
-//! the daemon's owner can use it. The protocol is one JSON object per line
-//! each way: a request `{"cmd": "status"}` gets `{"ok": true, "data": …}` or
-//! `{"ok": false, "error": {"type", "message"}}`. Lines are bounded; a
-//! malformed one gets a typed error and the connection stays usable.
+//! The socket: bound owner-only, serving one line per request with
+//! bounded lines; a malformed one gets a typed error and the connection
+//! stays usable.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use super::protocol::{answer, Command, Refusal};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
@@ -32,30 +30,11 @@ pub enum ControlError {
     NotASocket { path: PathBuf },
 }
 
-/// A refused command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub kind: &'static str,
-    pub message: String,
-}
-
-impl Refusal {
-    pub fn new(kind: &'static str, message: impl Into<String>) -> Refusal {
-        Refusal {
-            kind,
-            message: message.into(),
-        }
-    }
-}
-
 /// What the socket's commands act on.
 pub trait Commands: Send + Sync + 'static {
-    /// Runs one command; `req` is the whole request object.
-    fn run(
-        &self,
-        cmd: &str,
-        req: &Value,
-    ) -> impl std::future::Future<Output = Result<Value, Refusal>> + Send;
+    /// Runs one command.
+    fn run(&self, cmd: Command)
+        -> impl std::future::Future<Output = Result<Value, Refusal>> + Send;
 }
 
 /// Binds the socket: removes a stale one (a daemon that died leaves it),
@@ -128,10 +107,10 @@ async fn connection<C: Commands>(stream: UnixStream, commands: &C) {
             // Skip the rest of the oversized line.
             let mut sink = Vec::new();
             let _ = reader.read_until(b'\n', &mut sink).await;
-            refusal(&Refusal::new(
+            answer(&Err(Refusal::new(
                 "bad_request",
                 format!("request line over {MAX_LINE} bytes"),
-            ))
+            )))
         } else {
             handle(&line, commands).await
         };
@@ -143,45 +122,36 @@ async fn connection<C: Commands>(stream: UnixStream, commands: &C) {
     }
 }
 
-fn refusal(r: &Refusal) -> Value {
-    json!({"ok": false, "error": {"type": r.kind, "message": r.message}})
-}
-
 async fn handle<C: Commands>(line: &[u8], commands: &C) -> Value {
-    let req: Value = match serde_json::from_slice(line) {
-        Ok(v @ Value::Object(_)) => v,
-        Ok(_) => return refusal(&Refusal::new("bad_request", "a request is a JSON object")),
-        Err(e) => return refusal(&Refusal::new("bad_request", format!("not JSON: {e}"))),
+    let cmd = match Command::parse(line) {
+        Ok(cmd) => cmd,
+        Err(r) => return answer(&Err(r)),
     };
-    let Some(cmd) = req["cmd"].as_str().map(str::to_owned) else {
-        return refusal(&Refusal::new("bad_request", "the request names no \"cmd\""));
-    };
+    let name = cmd.name();
     let start = Instant::now();
-    let result = commands.run(&cmd, &req).await;
+    let result = commands.run(cmd).await;
     log::info!(
-        "control: {cmd} {} in {:.0} ms",
+        "control: {name} {} in {:.0} ms",
         if result.is_ok() { "done" } else { "refused" },
         start.elapsed().as_secs_f64() * 1e3
     );
-    match result {
-        Ok(data) => json!({"ok": true, "data": data}),
-        Err(r) => refusal(&r),
-    }
+    answer(&result)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     struct Echo;
 
     impl Commands for Echo {
-        async fn run(&self, cmd: &str, req: &Value) -> Result<Value, Refusal> {
+        async fn run(&self, cmd: Command) -> Result<Value, Refusal> {
             match cmd {
-                "echo" => Ok(req["x"].clone()),
+                Command::Drain { slot } => Ok(json!(slot)),
                 other => Err(Refusal::new(
-                    "unknown_command",
-                    format!("no command {other:?}"),
+                    "not_here",
+                    format!("no {} here", other.name()),
                 )),
             }
         }
@@ -204,7 +174,7 @@ mod tests {
         let mut lines = BufReader::new(r).lines();
         for (req, want) in [
             (
-                "{\"cmd\":\"echo\",\"x\":5}\n",
+                "{\"cmd\":\"drain\",\"slot\":5}\n",
                 json!({"ok": true, "data": 5}),
             ),
             ("nonsense\n", json!("bad_request")),

@@ -1,0 +1,129 @@
+//! What the control socket's commands do: read what the scheduler and the
+//! stats publish, and ask rotation to load, drain or resume.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::protocol::{Command, Refusal};
+use super::socket::Commands;
+use crate::catalog::Catalog;
+use crate::rotation::{LoadReport, RotationError, Rotator};
+use crate::sched::Control;
+use crate::stats::metrics::Metrics;
+use crate::stats::StatsHandle;
+
+/// The daemon's side of the control socket.
+#[derive(Debug)]
+pub struct Admin {
+    pub sched: Control,
+    pub catalog: Arc<Catalog>,
+    pub metrics: Arc<Metrics>,
+    pub stats: Arc<StatsHandle>,
+    pub rotator: Arc<Rotator>,
+    pub started: Instant,
+}
+
+/// What `fabricctl load` and `rotate` print.
+fn load_message(r: &LoadReport) -> String {
+    let done = format!("slot {} runs {} ({} ms)", r.slot, r.model, r.total_ms);
+    match &r.restart {
+        Some(why) => format!("{done}; {why}"),
+        None => done,
+    }
+}
+
+fn refuse(e: RotationError) -> Refusal {
+    Refusal::new(e.kind(), e.to_string())
+}
+
+impl Commands for Admin {
+    async fn run(&self, cmd: Command) -> Result<Value, Refusal> {
+        let published = self.sched.published();
+        match cmd {
+            Command::Status => Ok(json!({
+                "version": env!("CARGO_PKG_VERSION"),
+                "uptime_s": self.started.elapsed().as_secs_f64(),
+                "fabric": {
+                    "state": published.view().state,
+                    "device": published.device,
+                    "shell": published.info,
+                },
+                "queue_depth": published.queued.load(Relaxed),
+                "in_flight": published.in_flight.load(Relaxed),
+                "connections": self.metrics.connections_open.load(Relaxed),
+                "slots": published.view().slots,
+            })),
+            Command::Models => {
+                let view = published.view();
+                let models: Vec<_> = self
+                    .catalog
+                    .models
+                    .iter()
+                    .map(|m| {
+                        let held: Vec<_> = view
+                            .slots
+                            .iter()
+                            .filter(|s| s.model.as_deref() == Some(&*m.name))
+                            .map(|s| json!({"slot": s.index, "state": s.state.as_str()}))
+                            .collect();
+                        json!({
+                            "id": m.name,
+                            "description": m.description,
+                            "usable": m.problem.is_none(),
+                            "problem": m.problem.as_ref().map(ToString::to_string),
+                            "images": m.images,
+                            "slots": held,
+                        })
+                    })
+                    .collect();
+                Ok(json!({"models": models}))
+            }
+            Command::Stats { since_ms } => Ok(self.stats.report(since_ms).await),
+            Command::Checkpoint => {
+                self.stats.checkpoint().await;
+                Ok(json!({"message": "the open stats window is on the card"}))
+            }
+            Command::Load {
+                model,
+                slot,
+                force,
+                full,
+            } => {
+                let r = self
+                    .rotator
+                    .load(&model, slot, force, full)
+                    .await
+                    .map_err(refuse)?;
+                Ok(json!({
+                    "message": load_message(&r),
+                    "report": r,
+                    "slots": published.view().slots,
+                }))
+            }
+            Command::Rotate => {
+                let r = self.rotator.rotate().await.map_err(refuse)?;
+                Ok(json!({
+                    "message": load_message(&r),
+                    "report": r,
+                    "slots": published.view().slots,
+                }))
+            }
+            Command::Drain { slot } => {
+                let d = self.rotator.drain(slot).await.map_err(refuse)?;
+                let message = format!(
+                    "slot {slot} drained in {} ms; it takes no new work until a load or resume",
+                    d.as_millis()
+                );
+                Ok(json!({"message": message, "slots": published.view().slots}))
+            }
+            Command::Resume { slot } => {
+                self.rotator.resume(slot).await.map_err(refuse)?;
+                let message = format!("slot {slot} takes work again");
+                Ok(json!({"message": message, "slots": published.view().slots}))
+            }
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! Answering an admitted request: tokens to text through the stop sequences, as one body or an event stream.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use fabric_hw::contract::Finish;
+use fabric_model::tokenizer::EOS;
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+use tokio::sync::mpsc;
+
+use super::body::{self, Body};
+use super::completions::Started;
+use super::reply::Failure;
+use super::routes::json_bytes;
+use super::text::{StopMatcher, Utf8Decoder};
+use super::{response, App};
+use crate::sched::{Ending, Outcome, ReqEvent};
+
+pub(super) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Tokens to text, through the stop sequences.
+pub(super) struct Assembler {
+    pub(super) tokenizer: Arc<fabric_model::Tokenizer>,
+    utf8: Utf8Decoder,
+    pub(super) stops: StopMatcher,
+    pub(super) tokens: usize,
+    /// Scratch, kept between pushes: the text before the stop sequences.
+    pub(super) text: String,
+}
+
+impl Assembler {
+    pub(super) fn new(tokenizer: Arc<fabric_model::Tokenizer>, stops: Vec<String>) -> Assembler {
+        Assembler {
+            tokenizer,
+            utf8: Utf8Decoder::default(),
+            stops: StopMatcher::new(stops),
+            tokens: 0,
+            text: String::new(),
+        }
+    }
+
+    /// Appends the text of `tokens` that can go out now to `out`.
+    pub(super) fn push(&mut self, tokens: &[u32], out: &mut String) {
+        if self.stops.stopped() {
+            return;
+        }
+        self.tokens += tokens.len();
+        // Without stop sequences the text goes straight out.
+        let text = if self.stops.passes_through() {
+            &mut *out
+        } else {
+            self.text.clear();
+            &mut self.text
+        };
+        for &t in tokens.iter().filter(|&&t| t != EOS) {
+            let tok = &self.tokenizer;
+            self.utf8
+                .push_token(tok.token_text(t), tok.token_bytes(t), text);
+        }
+        if !self.stops.passes_through() {
+            self.stops.push(&self.text, out);
+        }
+    }
+
+    /// Appends what was held back, at the end.
+    pub(super) fn finish(&mut self, out: &mut String) {
+        if self.stops.stopped() {
+            return;
+        }
+        self.text.clear();
+        self.utf8.finish(&mut self.text);
+        self.stops.push(&self.text, out);
+        if !self.stops.stopped() {
+            self.stops.finish(out);
+        }
+    }
+}
+
+pub(super) async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
+    let mut asm = Assembler::new(s.req.tokenizer.clone(), std::mem::take(&mut s.req.stop));
+    // Room for a typical answer, so it is not regrown token by token.
+    let mut text = String::with_capacity(256);
+    let mut slot = None;
+    let mut queued = Duration::ZERO;
+    let (finish, fabric_us) = loop {
+        match s.req.events.recv().await {
+            // Only requests with stop sequences hear these (see `announce`).
+            Some(ReqEvent::Queued) => {}
+            Some(ReqEvent::Started {
+                slot: sl,
+                queued: q,
+            }) => {
+                slot = Some(sl);
+                queued = q;
+                app.metrics.queue_wait.observe(q);
+            }
+            Some(ReqEvent::Tokens(t)) => {
+                asm.push(&t, &mut text);
+                if asm.stops.stopped() {
+                    // Stop sequence: free the context now.
+                    app.sched.cancel(s.req.id);
+                    break (Finish::Stop, 0);
+                }
+            }
+            Some(ReqEvent::Finished {
+                finish,
+                tokens,
+                fabric_us,
+                slot: sl,
+                queued: q,
+                ..
+            }) => {
+                if slot.is_none() {
+                    app.metrics.queue_wait.observe(q);
+                }
+                slot = Some(sl);
+                queued = q;
+                asm.push(&tokens, &mut text);
+                asm.finish(&mut text);
+                let finish = if asm.stops.stopped() {
+                    Finish::Stop
+                } else {
+                    finish
+                };
+                break (finish, fabric_us);
+            }
+            Some(ReqEvent::Failed(o)) => {
+                s.end(app, o.ending(), 0, 0);
+                return Failure::from(o).response();
+            }
+            None => {
+                s.end(app, Ending::ShuttingDown, 0, 0);
+                return Failure::from(Outcome::ShuttingDown).response();
+            }
+        }
+    };
+    let finish = response::finish_reason(finish == Finish::Stop, finish == Finish::Length);
+    s.end(app, Ending::Ok, asm.tokens, fabric_us);
+    let id = response::CompletionId::new(s.req.id);
+    let body = response::completion_body(
+        id.as_str(),
+        unix_now(),
+        &s.req.model,
+        &text,
+        finish,
+        response::Usage::new(s.req.prompt_tokens, asm.tokens),
+        response::FabricInfo {
+            slot,
+            queue_ms: queued.as_secs_f64() * 1e3,
+            fabric_us,
+        },
+    );
+    let mut bytes = Vec::with_capacity(384 + text.len());
+    body.write_json(&mut bytes);
+    bytes.push(b'\n');
+    json_bytes(StatusCode::OK, bytes)
+}
+
+pub(super) fn stream_response(app: &Arc<App>, s: Started) -> Response<Body> {
+    let (tx, body) = body::channel(32);
+    let app = app.clone();
+    tokio::spawn(pump(app, s, tx));
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+pub(super) fn sse(c: &response::Completion<'_>) -> Bytes {
+    let mut out = Vec::with_capacity(256 + c.choices[0].text.len());
+    out.extend_from_slice(b"data: ");
+    c.write_json(&mut out);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// Feeds one event stream; ends (and cancels) when the client goes away.
+pub(super) async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
+    let id = response::CompletionId::new(s.req.id);
+    let created = unix_now();
+    let mut asm = Assembler::new(s.req.tokenizer.clone(), std::mem::take(&mut s.req.stop));
+    let mut keepalive = tokio::time::interval(Duration::from_secs(15));
+    keepalive.tick().await;
+    let send = |tx: &mpsc::Sender<Bytes>, b: Bytes| {
+        let tx = tx.clone();
+        async move { tx.send(b).await.is_ok() }
+    };
+    // A chunk of text, if there is any to send.
+    let model = s.req.model.clone();
+    let chunk = |text: &str| {
+        (!text.is_empty()).then(|| {
+            sse(&response::chunk_body(
+                id.as_str(),
+                created,
+                &model,
+                text,
+                None,
+            ))
+        })
+    };
+    loop {
+        let ev = tokio::select! {
+            ev = s.req.events.recv() => ev,
+            _ = tx.closed() => return, // the guard cancels
+            _ = keepalive.tick() => {
+                if !send(&tx, Bytes::from_static(b": keep-alive\n\n")).await { return }
+                continue;
+            }
+        };
+        match ev {
+            Some(ReqEvent::Started { queued, .. }) => app.metrics.queue_wait.observe(queued),
+            Some(ReqEvent::Queued) => {}
+            Some(ReqEvent::Tokens(t)) => {
+                let mut text = String::new();
+                asm.push(&t, &mut text);
+                let stopped = asm.stops.stopped();
+                if let Some(b) = chunk(&text) {
+                    if !send(&tx, b).await {
+                        return;
+                    }
+                }
+                if stopped {
+                    app.sched.cancel(s.req.id);
+                    finish_stream(
+                        &app,
+                        &mut s,
+                        &tx,
+                        id.as_str(),
+                        created,
+                        "stop",
+                        asm.tokens,
+                        0,
+                    )
+                    .await;
+                    return;
+                }
+            }
+            Some(ReqEvent::Finished {
+                finish,
+                tokens,
+                fabric_us,
+                ..
+            }) => {
+                let mut text = String::new();
+                asm.push(&tokens, &mut text);
+                asm.finish(&mut text);
+                if let Some(b) = chunk(&text) {
+                    if !send(&tx, b).await {
+                        return;
+                    }
+                }
+                let reason = response::finish_reason(
+                    finish == Finish::Stop || asm.stops.stopped(),
+                    finish == Finish::Length,
+                );
+                finish_stream(
+                    &app,
+                    &mut s,
+                    &tx,
+                    id.as_str(),
+                    created,
+                    reason,
+                    asm.tokens,
+                    fabric_us,
+                )
+                .await;
+                return;
+            }
+            Some(ReqEvent::Failed(o)) => {
+                s.end(&app, o.ending(), 0, 0);
+                let _ = send(&tx, Failure::from(o).sse()).await;
+                return;
+            }
+            None => {
+                s.end(&app, Ending::ShuttingDown, 0, 0);
+                let _ = send(&tx, Failure::from(Outcome::ShuttingDown).sse()).await;
+                return;
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn finish_stream(
+    app: &App,
+    s: &mut Started,
+    tx: &mpsc::Sender<Bytes>,
+    id: &str,
+    created: u64,
+    reason: &str,
+    tokens: usize,
+    fabric_us: u32,
+) {
+    let mut last = response::chunk_body(id, created, &s.req.model, "", Some(reason));
+    if s.req.include_usage {
+        last.usage = Some(response::Usage::new(s.req.prompt_tokens, tokens));
+    }
+    let ok = tx.send(sse(&last)).await.is_ok()
+        && tx
+            .send(Bytes::from_static(b"data: [DONE]\n\n"))
+            .await
+            .is_ok();
+    // A client gone before [DONE] did not get its result.
+    s.end(
+        app,
+        if ok { Ending::Ok } else { Ending::Cancelled },
+        tokens,
+        fabric_us,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_assembler_cuts_at_stops_and_skips_end_of_text() {
+        let tok = Arc::new(fabric_model::Tokenizer::new(vec![
+            b" world".to_vec(),
+            b"\n".to_vec(),
+        ]));
+        let hello: Vec<u32> = b"hello".iter().map(|&b| u32::from(b)).collect();
+        let mut a = Assembler::new(tok.clone(), vec!["\n".into()]);
+        let mut pushed = |tokens: &[u32]| {
+            let mut out = String::new();
+            a.push(tokens, &mut out);
+            out
+        };
+        assert_eq!(pushed(&hello), "hello");
+        assert_eq!(pushed(&[257, EOS]), " world");
+        assert_eq!(pushed(&[258, 257]), "");
+        assert!(a.stops.stopped());
+    }
+}

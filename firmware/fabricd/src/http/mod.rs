@@ -1,0 +1,84 @@
+//! The HTTP front end: the accept loop, connections, routes and handlers.
+//!
+//! # Connections
+//! A connection holds a permit of the connection semaphore (taken before it
+//! is served, never waited for). Over the cap, a small second budget answers
+//! the connection's request with `overloaded` and closes it, so a client
+//! learns why; past that too, connections wait in the kernel's backlog.
+//! A connection that has sent nothing yet costs a socket and a parked task,
+//! not hyper's buffers: it is only handed to hyper once it is readable, and
+//! closed after the idle timeout if it never is. Its [`guard`]
+//! bounds slow headers (slowloris) and idle keep-alive, and drains it on
+//! shutdown.
+//!
+//! # Requests
+//! A completion request is parsed and validated here (a 400 names the
+//! field), tokenized, checked against the fabric's limits, admitted (a
+//! semaphore permit, or `overloaded` at once) and queued; the scheduler's
+//! first answer decides between a typed error and a 200. After a 200 of an
+//! event stream, errors go in-band. A client that goes away drops its
+//! response, which cancels the request.
+//!
+//! # Invariants
+//! - Every request ends in exactly one result or typed outcome, counted
+//!   once under its [`Ending`](crate::sched::Ending) (`completions`'s
+//!   ledger); never a bare 500, a reset or a hang.
+//! - Input becomes a validated [`sched::Request`](crate::sched::Request)
+//!   before the scheduler sees it; errors name the field.
+//! - [`reply::status`] is the one place an outcome becomes a status.
+//! - The fabric is read only through what the scheduler publishes; this
+//!   layer holds no part of the hardware layer.
+//!
+//! # Layout
+//! - `server`: the accept loop and connections; [`guard`]: slow headers,
+//!   idle keep-alive, shutdown; [`body`]: response bodies.
+//! - `routes`: the routes and the read-only endpoints.
+//! - `completions`: a completion from its head to its admission;
+//!   `validate`: the edge's validation; [`request`]: the body's shape.
+//! - `answer`: tokens to text ([`text`]) as one body or an event stream;
+//!   [`response`]: the completion's JSON.
+//! - [`reply`]: outcomes as statuses and error bodies.
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::sched::Handle;
+use crate::stats::metrics::Metrics;
+
+mod answer;
+pub mod body;
+mod completions;
+pub mod guard;
+pub mod reply;
+pub mod request;
+pub mod response;
+mod routes;
+mod server;
+pub mod text;
+mod validate;
+
+pub use server::serve;
+
+/// What every handler shares. The fabric is reached only through the
+/// scheduler: its handle, and what it publishes.
+#[derive(Debug)]
+pub struct App {
+    pub config: Config,
+    pub catalog: Catalog,
+    pub sched: Handle,
+    pub permits: Arc<Semaphore>,
+    pub metrics: Arc<Metrics>,
+    pub next_id: AtomicU64,
+    pub shutting_down: AtomicBool,
+    /// Completions per second the fabric can do, from its timing registers,
+    /// for `Retry-After` before any has been measured.
+    pub nominal_rate: f64,
+    pub stats: Arc<crate::stats::StatsHandle>,
+}
+
+/// The model name that follows rotation.
+pub const DEFAULT_MODEL: &str = "default";

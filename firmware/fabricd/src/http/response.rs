@@ -1,0 +1,302 @@
+//! The completion's shape (OpenAI completions), written as JSON by hand
+//! for the request path and held equal to serde's by a test.
+
+use serde::Serialize;
+
+/// `finish_reason` as the API spells it.
+pub fn finish_reason(stopped: bool, length: bool) -> &'static str {
+    if length && !stopped {
+        "length"
+    } else {
+        "stop"
+    }
+}
+
+// The answers are typed structs, serialized straight to bytes: building a
+// `serde_json::Value` first costs a map and a string per key, per request.
+
+/// A completion, whole or one event of a stream.
+#[derive(Debug, Serialize)]
+pub struct Completion<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: &'a str,
+    pub choices: [Choice<'a>; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Where and how long it ran (an extension; clients ignore it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<FabricInfo>,
+}
+
+/// The one choice of a completion.
+#[derive(Debug, Serialize)]
+pub struct Choice<'a> {
+    pub text: &'a str,
+    pub index: u32,
+    /// Always null: the fabric reports no log probabilities.
+    pub logprobs: Option<()>,
+    pub finish_reason: Option<&'a str>,
+}
+
+/// Token counts.
+#[derive(Debug, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub total_tokens: usize,
+}
+
+impl Usage {
+    pub fn new(prompt_tokens: usize, completion_tokens: usize) -> Usage {
+        Usage {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens + completion_tokens,
+        }
+    }
+}
+
+/// The fabric's side of a completion.
+#[derive(Debug, Serialize)]
+pub struct FabricInfo {
+    pub slot: Option<u8>,
+    pub queue_ms: f64,
+    pub fabric_us: u32,
+}
+
+impl Completion<'_> {
+    /// Appends the completion's JSON to `out`: the bytes serde_json writes
+    /// for it (a test holds the two equal).
+    ///
+    /// By hand because every request sends one: serde's derived path
+    /// escapes each of the twenty-odd constant keys byte by byte, a
+    /// noticeable share of a request's work (README, design notes). The
+    /// keys are written as they are; every value still goes through
+    /// serde_json.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        /// Writes one value. Only maps with non-string keys fail to
+        /// serialize, and there are none here.
+        fn value(out: &mut Vec<u8>, v: &impl Serialize) {
+            let _ = serde_json::to_writer(&mut *out, v);
+        }
+        let [choice] = &self.choices;
+        out.extend_from_slice(b"{\"id\":");
+        json_str(out, self.id);
+        out.extend_from_slice(b",\"object\":");
+        json_str(out, self.object);
+        out.extend_from_slice(b",\"created\":");
+        value(out, &self.created);
+        out.extend_from_slice(b",\"model\":");
+        json_str(out, self.model);
+        out.extend_from_slice(b",\"choices\":[{\"text\":");
+        json_str(out, choice.text);
+        out.extend_from_slice(b",\"index\":");
+        value(out, &choice.index);
+        out.extend_from_slice(b",\"logprobs\":null,\"finish_reason\":");
+        match choice.finish_reason {
+            Some(reason) => json_str(out, reason),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b"}]");
+        if let Some(u) = &self.usage {
+            out.extend_from_slice(b",\"usage\":{\"prompt_tokens\":");
+            value(out, &u.prompt_tokens);
+            out.extend_from_slice(b",\"completion_tokens\":");
+            value(out, &u.completion_tokens);
+            out.extend_from_slice(b",\"total_tokens\":");
+            value(out, &u.total_tokens);
+            out.push(b'}');
+        }
+        if let Some(f) = &self.fabric {
+            out.extend_from_slice(b",\"fabric\":{\"slot\":");
+            value(out, &f.slot);
+            out.extend_from_slice(b",\"queue_ms\":");
+            value(out, &f.queue_ms);
+            out.extend_from_slice(b",\"fabric_us\":");
+            value(out, &f.fabric_us);
+            out.push(b'}');
+        }
+        out.push(b'}');
+    }
+}
+
+/// Writes `s` as a JSON string: as it is between quotes when nothing in it
+/// needs escaping (ids, names, most text), else through serde_json, whose
+/// formatter goes byte by byte through a table.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    if needs_escape(s.as_bytes()) {
+        let _ = serde_json::to_writer(&mut *out, s);
+    } else {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    }
+}
+
+/// Whether a JSON string needs escapes: a control character, `"` or `\`
+/// (what serde_json escapes; it writes everything else as it is). Eight
+/// bytes a step, with the bit trick of "Bit Twiddling Hacks" ("determine
+/// if a word has a byte less than n"), exact for the whole word. By hand
+/// because memchr finds given bytes, not a range.
+fn needs_escape(s: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let less_than = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGH != 0;
+    let mut words = s.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        let x = u64::from_le_bytes(b);
+        if less_than(x, 0x20)
+            || less_than(x ^ (ONES * u64::from(b'"')), 1)
+            || less_than(x ^ (ONES * u64::from(b'\\')), 1)
+        {
+            return true;
+        }
+    }
+    words
+        .remainder()
+        .iter()
+        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+}
+
+/// A completion's id: `cmpl-` and the request's id in 16 hex digits,
+/// written without the formatting machinery.
+#[derive(Debug, Clone, Copy)]
+pub struct CompletionId([u8; 21]);
+
+impl CompletionId {
+    pub fn new(id: u64) -> CompletionId {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut b = *b"cmpl-0000000000000000";
+        for (i, c) in b[5..].iter_mut().enumerate() {
+            *c = HEX[(id >> (60 - 4 * i) & 0xf) as usize];
+        }
+        CompletionId(b)
+    }
+
+    pub fn as_str(&self) -> &str {
+        // ASCII by construction.
+        std::str::from_utf8(&self.0).unwrap_or("cmpl-")
+    }
+}
+
+/// The body of a finished, non-streamed completion.
+pub fn completion_body<'a>(
+    id: &'a str,
+    created: u64,
+    model: &'a str,
+    text: &'a str,
+    finish: &'a str,
+    usage: Usage,
+    fabric: FabricInfo,
+) -> Completion<'a> {
+    Completion {
+        usage: Some(usage),
+        fabric: Some(fabric),
+        ..chunk_body(id, created, model, text, Some(finish))
+    }
+}
+
+/// One event of a streamed completion.
+pub fn chunk_body<'a>(
+    id: &'a str,
+    created: u64,
+    model: &'a str,
+    text: &'a str,
+    finish: Option<&'a str>,
+) -> Completion<'a> {
+    Completion {
+        id,
+        object: "text_completion",
+        created,
+        model,
+        choices: [Choice {
+            text,
+            index: 0,
+            logprobs: None,
+            finish_reason: finish,
+        }],
+        usage: None,
+        fabric: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completions_are_written_as_serde_writes_them() {
+        let texts = [
+            "",
+            "plain",
+            "\"quoted\" \\ back\nline\ttab\u{1}",
+            "é 😀 \u{7f}",
+        ];
+        for (i, text) in texts.into_iter().enumerate() {
+            let chunk = chunk_body("cmpl-00000000000000ab", 1_700_000_000, "kjv", text, None);
+            let stop = chunk_body("id \"x\"", 0, "m\\n", text, Some("stop"));
+            let whole = completion_body(
+                "cmpl-0000000000000001",
+                u64::MAX,
+                "kjv",
+                text,
+                "length",
+                Usage::new(i, 7),
+                FabricInfo {
+                    slot: (i % 2 == 0).then_some(i as u8),
+                    queue_ms: [0.0, 0.012_345, 1e-9, 12_345.678_9][i],
+                    fabric_us: 15_350,
+                },
+            );
+            let nan = Completion {
+                fabric: Some(FabricInfo {
+                    slot: None,
+                    queue_ms: f64::NAN,
+                    fabric_us: 0,
+                }),
+                ..chunk_body("c", 1, "m", text, None)
+            };
+            for c in [chunk, stop, whole, nan] {
+                let mut ours = Vec::new();
+                c.write_json(&mut ours);
+                let theirs = serde_json::to_vec(&c).expect("serializes");
+                assert_eq!(
+                    String::from_utf8_lossy(&ours),
+                    String::from_utf8_lossy(&theirs)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn escapes_are_found_at_every_byte_and_position() {
+        for len in 1..20 {
+            for at in 0..len {
+                for b in 0u8..=255 {
+                    let mut s = vec![b'a'; len];
+                    s[at] = b;
+                    let want = b < 0x20 || b == b'"' || b == b'\\';
+                    assert_eq!(needs_escape(&s), want, "byte {b:#x} at {at} of {len}");
+                }
+            }
+        }
+        assert!(!needs_escape("é 😀 \u{7f} plain".as_bytes()));
+        assert!(!needs_escape(b""));
+    }
+
+    #[test]
+    fn completion_ids_are_the_request_id_in_hex() {
+        for id in [0, 1, 0xabc, 0x0123_4567_89ab_cdef, u64::MAX] {
+            assert_eq!(
+                CompletionId::new(id).as_str(),
+                format!("cmpl-{id:016x}"),
+                "{id}"
+            );
+        }
+    }
+}

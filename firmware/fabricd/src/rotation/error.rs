@@ -1,0 +1,195 @@
+//! What a load reports: its errors (each with the type `fabricctl` shows),
+//! its timeouts and schedule, its report, and how it asks for a restart.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fabric_hw::bitstream::BitstreamError;
+use fabric_hw::fpga::FpgaError;
+use fabric_hw::shell::ShellError;
+
+use crate::catalog::CatalogError;
+
+/// Overlay names this daemon owns: `fabricd-slot<N>`.
+pub const OVERLAY_PREFIX: &str = "fabricd-slot";
+
+/// Why a load was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RotationError {
+    #[error("{0:?} is not a model name (letters, digits, -, _ and . only; models are named, never addressed by path)")]
+    BadName(String),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error("model {model} cannot be loaded: {problem}")]
+    Unusable {
+        model: String,
+        problem: CatalogError,
+    },
+    #[error("there is no slot {slot} (the shell has {slots})")]
+    NoSuchSlot { slot: u8, slots: usize },
+    #[error(
+        "model {model} has no {kind} image for slot {slot} (its images are for slots {slots:?})"
+    )]
+    NotForSlot {
+        model: String,
+        kind: &'static str,
+        slot: u8,
+        slots: Vec<u8>,
+    },
+    #[error("{file}: built for part {part:?}, this board is {board:?}")]
+    WrongPart {
+        file: String,
+        part: String,
+        board: String,
+    },
+    #[error("{file}: UserID {found} is not the shell's interface id {shell:#010x}: it was built for another shell")]
+    WrongInterface {
+        file: String,
+        found: String,
+        shell: u32,
+    },
+    #[error("{file}: a {found} image where a {wanted} one is needed")]
+    WrongKind {
+        file: String,
+        found: &'static str,
+        wanted: &'static str,
+    },
+    #[error("the catalog is for shell {manifest}, the fabric runs shell {shell}")]
+    WrongShell { manifest: String, shell: String },
+    #[error("{file}: {source}")]
+    Bitstream {
+        file: String,
+        source: BitstreamError,
+    },
+    #[error("slot {slot} still runs requests after {waited_ms} ms; retry, or force it")]
+    Busy { slot: u8, waited_ms: u128 },
+    #[error("another load is in progress")]
+    AlreadyLoading,
+    #[error("staging {path}: {source}")]
+    Stage {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("quiescing slot {slot}: {source}")]
+    Quiesce { slot: u8, source: ShellError },
+    #[error("slot {slot}: {source}")]
+    Reconfigure { slot: u8, source: FpgaError },
+    #[error("slot {slot} reads {state} with image {found} after the load; expected ready with {expected}")]
+    Readback {
+        slot: u8,
+        state: String,
+        found: String,
+        expected: String,
+    },
+    #[error("{error}; {restored}")]
+    RolledBack {
+        error: Box<RotationError>,
+        restored: String,
+    },
+    #[error("no rotation schedule is configured ([rotation] models in the configuration)")]
+    NoSchedule,
+    #[error("the fabric is dark (a full reconfiguration is running)")]
+    Dark,
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl RotationError {
+    /// The type string fabricctl shows.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RotationError::BadName(_) => "bad_model_name",
+            RotationError::Catalog(CatalogError::UnknownModel { .. }) => "unknown_model",
+            RotationError::Catalog(_) | RotationError::Unusable { .. } => "bad_image",
+            RotationError::NoSuchSlot { .. } => "no_such_slot",
+            RotationError::NotForSlot { .. } => "wrong_slot",
+            RotationError::WrongPart { .. } => "wrong_part",
+            RotationError::WrongInterface { .. } | RotationError::WrongShell { .. } => {
+                "wrong_shell"
+            }
+            RotationError::WrongKind { .. } | RotationError::Bitstream { .. } => "bad_image",
+            RotationError::Busy { .. } => "slot_busy",
+            RotationError::AlreadyLoading => "busy",
+            RotationError::Stage { .. } => "staging_failed",
+            RotationError::Quiesce { .. } => "quiesce_failed",
+            RotationError::Reconfigure { .. } | RotationError::Readback { .. } => "load_failed",
+            RotationError::RolledBack { .. } => "load_failed_rolled_back",
+            RotationError::NoSchedule => "no_schedule",
+            RotationError::Dark => "fabric_dark",
+            RotationError::Internal(_) => "internal",
+        }
+    }
+}
+
+/// Timeouts and the schedule.
+#[derive(Debug, Clone)]
+pub struct RotationConfig {
+    pub drain_timeout: Duration,
+    pub quiesce_timeout: Duration,
+    pub apply_timeout: Duration,
+    pub full_timeout: Duration,
+    pub schedule: Vec<String>,
+}
+
+impl Default for RotationConfig {
+    fn default() -> Self {
+        RotationConfig {
+            drain_timeout: Duration::from_secs(30),
+            quiesce_timeout: Duration::from_secs(2),
+            apply_timeout: Duration::from_secs(120),
+            full_timeout: Duration::from_secs(300),
+            schedule: Vec::new(),
+        }
+    }
+}
+
+/// How a load asks the daemon to restart: after a reconfiguration the
+/// shell's UIO device came back under another number, so every handle to
+/// the old one is invalid. A restart attaches to the new one without
+/// reflashing anything (see `serve`), which is simpler and better tested
+/// than swapping every handle in place.
+#[derive(Debug, Clone, Default)]
+pub struct RestartHandle {
+    shutdown: Option<tokio_util::sync::CancellationToken>,
+    requested: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl RestartHandle {
+    /// A handle that stops the daemon through `shutdown`.
+    pub fn new(shutdown: tokio_util::sync::CancellationToken) -> RestartHandle {
+        RestartHandle {
+            shutdown: Some(shutdown),
+            requested: Arc::default(),
+        }
+    }
+
+    pub(super) fn request(&self) {
+        self.requested
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(s) = &self.shutdown {
+            s.cancel();
+        }
+    }
+
+    /// Whether a restart was asked for.
+    pub fn requested(&self) -> bool {
+        self.requested.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// What a finished load reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadReport {
+    pub model: String,
+    pub slot: u8,
+    pub replaced: Option<String>,
+    pub method: &'static str,
+    pub staged_sha256: String,
+    pub drain_ms: u128,
+    pub reconfigure_ms: u128,
+    pub total_ms: u128,
+    /// Set when the shell's UIO device moved and the daemon restarts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart: Option<String>,
+}

@@ -1,0 +1,49 @@
+//! Scheduling: a bounded queue, fair across clients, with deadlines and
+//! cancellation, and the one owner of the slots' state.
+//!
+//! [`State`] is plain data and is tested without tokio; one task
+//! ([`spawn`]) owns it and the fabric's [`Driver`](crate::fabric::Driver),
+//! reached through bounded channels: a [`Handle`] for the edge (admit,
+//! cancel) and a [`Control`] for rotation and the control socket (drain,
+//! resume, loads). Nothing here knows HTTP: requests arrive validated
+//! ([`Request`]), and leave through their own event channel with a result
+//! or a domain [`Outcome`].
+//!
+//! # Invariants
+//! - Admission is decided before anything is queued: the edge holds a
+//!   permit of a semaphore sized to the queue capacity (queued + running),
+//!   taken without waiting; no permit, no queueing (`overloaded`).
+//! - Every admitted request is answered exactly once: a result, or an
+//!   outcome (a deadline, a cancel, a refusal, the fabric failing, the
+//!   daemon stopping). A request the fabric bounced because its slot was
+//!   not ready goes back to the head of its client's queue: nothing
+//!   accepted is lost.
+//! - Contexts are conserved: a context is free, or held by exactly one
+//!   running request until the fabric says it is done (a cancelled or
+//!   expired request keeps its context until then).
+//! - Per model, clients take turns (round-robin over clients with waiting
+//!   requests); one client's requests run in arrival order.
+//! - A slot's state has one owner, this task: what the shell holds (read
+//!   from its registers when the shell signals a change, after a load and
+//!   after a reset), whether it takes work, what is being loaded into it
+//!   and when it was loaded. A drain is answered by a message when the
+//!   slot's last request leaves. [`Published`] is how everyone else sees
+//!   it, replaced whole on each change.
+
+mod events;
+mod handle;
+mod outcome;
+#[cfg(test)]
+mod props;
+mod request;
+mod slots;
+mod state;
+mod task;
+
+pub use events::{events, EventSender, Events, ReqEvent};
+pub use handle::{Control, Handle, Published};
+pub use outcome::{Ending, Outcome};
+pub use request::{Admission, ClientKey, ReqId, Request};
+pub use slots::{FabricState, FabricView, ShellSlot, SlotView};
+pub use state::{Finished, Refusal, State};
+pub use task::{spawn, Scheduler};

@@ -1,0 +1,824 @@
+//! The scheduler's state: plain data, no tokio, tested on its own.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fabric_hw::contract::{CqeStatus, SlotState};
+use fabric_hw::shell::Submission;
+use tokio::sync::oneshot;
+
+use super::events::ReqEvent;
+use super::outcome::Outcome;
+use super::request::{Admission, ClientKey, ReqId};
+use super::slots::{FabricState, FabricView, ShellSlot, Slot};
+use crate::fabric::{Done, DriverEvent};
+
+/// The scheduler's maps, looked up several times a request. Their keys are
+/// ours (ids, tags, model names) or a client's address and `user`;
+/// foldhash is several times faster than std's SipHash on them, and still
+/// seeded per process, so a client cannot choose colliding keys.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+#[derive(Debug)]
+struct Running {
+    adm: Admission,
+    ctx: u16,
+    slot: u8,
+    /// How long it waited for its context.
+    queued: Duration,
+    /// Answered already (deadline or cancel): only the context is held.
+    answered: bool,
+}
+
+#[derive(Debug, Default)]
+struct ModelQueue {
+    /// Clients with waiting requests, in turn order.
+    turns: VecDeque<ClientKey>,
+    per_client: Map<ClientKey, VecDeque<ReqId>>,
+}
+
+/// What [`State::admit`] refused, with the request handed back.
+#[derive(Debug)]
+pub struct Refusal {
+    pub admission: Admission,
+    pub outcome: Outcome,
+}
+
+/// A request that left the fabric, for the completion rate.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub received: Instant,
+    pub outcome: Option<Outcome>,
+    pub answered_before: bool,
+}
+
+impl Finished {
+    fn of(r: &Running, outcome: Option<Outcome>) -> Finished {
+        Finished {
+            received: r.adm.request.received,
+            outcome,
+            answered_before: r.answered,
+        }
+    }
+}
+
+/// The scheduler's state: the slots, the queues and what runs.
+#[derive(Debug)]
+pub struct State {
+    slots: Vec<Slot>,
+    fabric: FabricState,
+    /// The model `default` names, once set.
+    default: Option<Arc<str>>,
+    queues: Map<Arc<str>, ModelQueue>,
+    waiting: Map<ReqId, Admission>,
+    /// By tag. A request is found here by its id only to cancel or expire
+    /// it, by a scan: there are no more entries than fabric contexts, and
+    /// a second map kept for that was two hash operations a request.
+    running: Map<u32, Running>,
+    deadlines: BTreeSet<(Instant, ReqId)>,
+    next_tag: u32,
+    /// Expected time to load a model, for `model_loading` answers.
+    load_estimate: Duration,
+}
+
+impl State {
+    /// A scheduler for the shell's slots, with `contexts` decode contexts
+    /// each.
+    pub fn new(slots: Vec<ShellSlot>, contexts: usize) -> State {
+        State {
+            slots: slots.into_iter().map(|s| Slot::new(s, contexts)).collect(),
+            fabric: FabricState::Attached,
+            default: None,
+            queues: Map::default(),
+            waiting: Map::default(),
+            running: Map::default(),
+            deadlines: BTreeSet::new(),
+            next_tag: 1,
+            load_estimate: Duration::from_secs(5),
+        }
+    }
+
+    /// Requests waiting for a context.
+    pub fn queued(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Requests on the fabric (including answered ones still holding a
+    /// context until the fabric confirms the cancel).
+    pub fn in_flight(&self) -> usize {
+        self.running.len()
+    }
+
+    /// What is published about the fabric.
+    pub fn view(&self) -> FabricView {
+        FabricView {
+            state: self.fabric,
+            slots: self.slots.iter().map(Slot::view).collect(),
+            default: self.default.clone(),
+        }
+    }
+
+    /// Free contexts across slots that take work.
+    pub fn free_contexts(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.accepting && s.state() == SlotState::Ready)
+            .map(|s| s.free.len())
+            .sum()
+    }
+
+    /// The earliest deadline.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.iter().next().map(|(t, _)| *t)
+    }
+
+    /// Queues a request, or says why not.
+    pub fn admit(&mut self, mut adm: Admission, now: Instant) -> Result<(), Box<Refusal>> {
+        if adm.events.is_closed() {
+            // The client went away before its admission got here (its
+            // cancel may even have overtaken it): nothing to queue.
+            return Ok(());
+        }
+        let model = &adm.request.model;
+        let serving = || {
+            self.slots
+                .iter()
+                .filter(|s| s.model() == Some(model))
+                .map(Slot::state)
+        };
+        let refuse = |adm: Admission, outcome: Outcome| {
+            Err(Box::new(Refusal {
+                admission: adm,
+                outcome,
+            }))
+        };
+        if serving().next().is_none() {
+            let outcome = Outcome::ModelNotLoaded {
+                model: model.to_string(),
+            };
+            return refuse(adm, outcome);
+        }
+        let ready = serving().any(|s| s == SlotState::Ready);
+        if !ready && now + self.load_estimate > adm.request.deadline {
+            // Only loading slots, and the load outlasts the deadline: say so
+            // now rather than at the deadline.
+            let outcome = Outcome::ModelLoading {
+                model: model.to_string(),
+                retry_after: self.load_estimate,
+            };
+            return refuse(adm, outcome);
+        }
+        if !ready && !serving().any(|s| s == SlotState::Loading) {
+            let outcome = Outcome::ModelNotLoaded {
+                model: model.to_string(),
+            };
+            return refuse(adm, outcome);
+        }
+        self.deadlines.insert((adm.request.deadline, adm.id));
+        if adm.request.announce {
+            let _ = adm.events.try_send(ReqEvent::Queued);
+        }
+        self.enqueue(adm, false);
+        Ok(())
+    }
+
+    /// Queues at the back of its client's list, or (`front`) at the head:
+    /// a request the fabric bounced is next in line again.
+    fn enqueue(&mut self, adm: Admission, front: bool) {
+        let r = &adm.request;
+        let q = self.queues.entry(r.model.clone()).or_default();
+        let list = q.per_client.entry(r.client.clone()).or_default();
+        if list.is_empty() {
+            if front {
+                q.turns.push_front(r.client.clone());
+            } else {
+                q.turns.push_back(r.client.clone());
+            }
+        }
+        if front {
+            list.push_front(adm.id);
+        } else {
+            list.push_back(adm.id);
+        }
+        self.waiting.insert(adm.id, adm);
+    }
+
+    /// The next waiting request for `model`, in turn order.
+    fn pop(&mut self, model: &Arc<str>) -> Option<Admission> {
+        let q = self.queues.get_mut(model)?;
+        while let Some(client) = q.turns.pop_front() {
+            let Some(list) = q.per_client.get_mut(&client) else {
+                continue;
+            };
+            while let Some(id) = list.pop_front() {
+                if let Some(adm) = self.waiting.remove(&id) {
+                    if adm.events.is_closed() {
+                        // Its client went away and the cancel is still on
+                        // its way: it never reaches the fabric.
+                        self.deadlines.remove(&(adm.request.deadline, id));
+                        continue;
+                    }
+                    if list.is_empty() {
+                        q.per_client.remove(&client);
+                    } else {
+                        q.turns.push_back(client);
+                    }
+                    return Some(adm);
+                }
+                // Cancelled or expired while waiting: skip.
+            }
+            q.per_client.remove(&client);
+        }
+        None
+    }
+
+    fn tag(&mut self) -> u32 {
+        loop {
+            let t = self.next_tag;
+            self.next_tag = self.next_tag.wrapping_add(1).max(1);
+            if !self.running.contains_key(&t) {
+                return t;
+            }
+        }
+    }
+
+    /// Starts what can start now: each started request's tag goes into
+    /// `started`, for [`State::submission`].
+    pub fn dispatch(&mut self, now: Instant, started: &mut Vec<u32>) {
+        if self.fabric != FabricState::Attached {
+            return;
+        }
+        for i in 0..self.slots.len() {
+            while self.slots[i].takes_work() {
+                let Some(model) = self.slots[i].model().cloned() else {
+                    break;
+                };
+                let Some(mut adm) = self.pop(&model) else {
+                    break;
+                };
+                let slot = &mut self.slots[i];
+                let Some(ctx) = slot.free.pop() else { break };
+                let index = slot.index();
+                let tag = self.tag();
+                let queued = now.saturating_duration_since(adm.request.received);
+                if adm.request.announce {
+                    let _ = adm.events.try_send(ReqEvent::Started {
+                        slot: index,
+                        queued,
+                    });
+                }
+                self.running.insert(
+                    tag,
+                    Running {
+                        adm,
+                        ctx,
+                        slot: index,
+                        queued,
+                        answered: false,
+                    },
+                );
+                started.push(tag);
+            }
+        }
+    }
+
+    /// What the rings are given for the request started as `tag`: its own
+    /// prompt and parameters, borrowed.
+    pub fn submission(&self, tag: u32) -> Option<Submission<'_>> {
+        let r = self.running.get(&tag)?;
+        Some(r.adm.request.submission(tag, r.ctx))
+    }
+
+    /// The client no longer wants request `id`: a running one's `(ctx,
+    /// tag)` to cancel on the fabric.
+    pub fn cancel(&mut self, id: ReqId) -> Option<(u16, u32)> {
+        if let Some(adm) = self.waiting.remove(&id) {
+            self.deadlines.remove(&(adm.request.deadline, id));
+            return None;
+        }
+        let (&tag, r) = self.running.iter_mut().find(|(_, r)| r.adm.id == id)?;
+        if !r.answered {
+            r.answered = true;
+            self.deadlines.remove(&(r.adm.request.deadline, id));
+        }
+        Some((r.ctx, tag))
+    }
+
+    /// Answers every request whose deadline is at or before `now`; the
+    /// running ones' `(ctx, tag)` go into `cancels`.
+    pub fn expire(&mut self, now: Instant, cancels: &mut Vec<(u16, u32)>) {
+        while let Some(&(when, id)) = self.deadlines.iter().next() {
+            if when > now {
+                break;
+            }
+            self.deadlines.remove(&(when, id));
+            if let Some(mut adm) = self.waiting.remove(&id) {
+                let _ = adm
+                    .events
+                    .try_send(ReqEvent::Failed(Outcome::DeadlineExceeded {
+                        deadline: adm.request.timeout,
+                    }));
+                continue;
+            }
+            if let Some((&tag, r)) = self.running.iter_mut().find(|(_, r)| r.adm.id == id) {
+                if !r.answered {
+                    r.answered = true;
+                    let _ = r
+                        .adm
+                        .events
+                        .try_send(ReqEvent::Failed(Outcome::DeadlineExceeded {
+                            deadline: r.adm.request.timeout,
+                        }));
+                    cancels.push((r.ctx, tag));
+                }
+            }
+        }
+    }
+
+    fn release(&mut self, tag: u32) -> Option<Running> {
+        let r = self.running.remove(&tag)?;
+        self.deadlines.remove(&(r.adm.request.deadline, r.adm.id));
+        let still = self.running_in(r.slot);
+        if let Some(slot) = self.slots.iter_mut().find(|s| s.index() == r.slot) {
+            slot.free.push(r.ctx);
+            if still == 0 {
+                // The slot's last request left: a drain waiting on it is
+                // over.
+                for tx in slot.drained.drain(..) {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        Some(r)
+    }
+
+    /// Takes in what the driver reported. Returns how a request that left
+    /// the fabric ended.
+    pub fn on_driver(&mut self, ev: DriverEvent) -> Option<Finished> {
+        match ev {
+            DriverEvent::Tokens { tag, tokens } => {
+                if let Some(r) = self.running.get_mut(&tag) {
+                    // Only a request that asked for progress hears it (one
+                    // that did not has a channel for its end alone).
+                    if !r.answered && r.adm.request.params.stream {
+                        let _ = r.adm.events.try_send(ReqEvent::Tokens(tokens));
+                    }
+                }
+                None
+            }
+            DriverEvent::Done(done) => self.done(done),
+            DriverEvent::Refused { tag, reason, .. } => {
+                let mut r = self.release(tag)?;
+                let outcome = Outcome::FabricError { message: reason };
+                if !r.answered {
+                    let _ = r.adm.events.try_send(ReqEvent::Failed(outcome.clone()));
+                }
+                Some(Finished::of(&r, Some(outcome)))
+            }
+            // The slots are read again by the task, which owns the shell.
+            DriverEvent::ShellEvent { .. } => None,
+        }
+    }
+
+    fn done(&mut self, d: Done) -> Option<Finished> {
+        let mut r = self.release(d.tag)?;
+        if r.answered {
+            return Some(Finished::of(&r, None));
+        }
+        let outcome = match d.status {
+            CqeStatus::Ok if d.intact => {
+                let _ = r.adm.events.try_send(ReqEvent::Finished {
+                    finish: d.finish,
+                    tokens: d.tokens,
+                    n_tokens: d.n_tokens,
+                    fabric_us: d.fabric_us,
+                    slot: r.slot,
+                    queued: r.queued,
+                });
+                return Some(Finished::of(&r, None));
+            }
+            CqeStatus::Ok => Outcome::FabricError {
+                message:
+                    "the output failed its CRC check (corrupted between the decoder and the host)"
+                        .into(),
+            },
+            CqeStatus::SlotNotReady => {
+                // Never ran: back to the head of its client's queue.
+                let adm = r.adm;
+                self.deadlines.insert((adm.request.deadline, adm.id));
+                self.enqueue(adm, true);
+                return None;
+            }
+            CqeStatus::Cancelled => Outcome::FabricError {
+                message: "the fabric cancelled the request".into(),
+            },
+            other => Outcome::FabricError {
+                message: format!("the fabric ended the request with status {other:?}"),
+            },
+        };
+        log::warn!(
+            "scheduler: request {} (tag {}, context {}): {}",
+            r.adm.id,
+            d.tag,
+            d.ctx,
+            outcome.message()
+        );
+        let _ = r.adm.events.try_send(ReqEvent::Failed(outcome.clone()));
+        Some(Finished::of(&r, Some(outcome)))
+    }
+
+    /// Takes in what the shell says the slots hold now. What the daemon
+    /// keeps about each (draining, loading, loaded at) stays. Waiting
+    /// requests for a model no slot holds or is loading any more (a load
+    /// failed, a slot was emptied) will not run: they are answered now.
+    pub fn refresh(&mut self, shell: Vec<ShellSlot>) {
+        for s in shell {
+            if let Some(slot) = self.slots.iter_mut().find(|x| x.index() == s.index) {
+                slot.shell = s;
+            }
+        }
+        self.strand();
+    }
+
+    fn strand(&mut self) {
+        let servable: Vec<Arc<str>> = self
+            .slots
+            .iter()
+            .filter(|s| matches!(s.state(), SlotState::Ready | SlotState::Loading))
+            .filter_map(|s| s.model().cloned())
+            .collect();
+        let stranded: Vec<ReqId> = self
+            .waiting
+            .iter()
+            .filter(|(_, a)| !servable.contains(&a.request.model))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stranded {
+            if let Some(mut adm) = self.waiting.remove(&id) {
+                self.deadlines.remove(&(adm.request.deadline, id));
+                let _ = adm
+                    .events
+                    .try_send(ReqEvent::Failed(Outcome::ModelNotLoaded {
+                        model: adm.request.model.to_string(),
+                    }));
+            }
+        }
+    }
+
+    fn slot_mut(&mut self, index: u8) -> Option<&mut Slot> {
+        self.slots.iter_mut().find(|s| s.index() == index)
+    }
+
+    /// Stops starting work in `slot`; `drained` hears once nothing runs
+    /// there. If nothing does now, it is handed back, to be told once the
+    /// change is published.
+    pub fn drain(
+        &mut self,
+        index: u8,
+        drained: oneshot::Sender<()>,
+    ) -> Option<oneshot::Sender<()>> {
+        let running = self.running_in(index);
+        match self.slot_mut(index) {
+            Some(slot) => {
+                slot.accepting = false;
+                if running == 0 {
+                    return Some(drained);
+                }
+                slot.drained.push(drained);
+                None
+            }
+            // No such slot: nothing runs there.
+            None => Some(drained),
+        }
+    }
+
+    /// Starts work in `slot` again.
+    pub fn resume(&mut self, index: u8) {
+        if let Some(slot) = self.slot_mut(index) {
+            slot.accepting = true;
+            // Whoever waited for a drain that was given up hears nothing.
+            slot.drained.clear();
+        }
+    }
+
+    /// A load of `model` into `slots` begins: they show it loading, and a
+    /// request for it may wait about `estimate`.
+    pub fn begin_load(&mut self, slots: &[u8], model: Arc<str>, estimate: Duration) {
+        self.load_estimate = estimate;
+        for &i in slots {
+            if let Some(slot) = self.slot_mut(i) {
+                slot.loading = Some(model.clone());
+            }
+        }
+        self.strand();
+    }
+
+    /// A load into `slots` ended (`loaded` when it succeeded, at `now`):
+    /// they show what the shell holds again, and take work.
+    pub fn end_load(&mut self, slots: &[u8], loaded: bool, now: Instant) {
+        for &i in slots {
+            if let Some(slot) = self.slot_mut(i) {
+                slot.loading = None;
+                if loaded {
+                    slot.loaded_at = Some(now);
+                }
+            }
+            self.resume(i);
+        }
+        self.strand();
+    }
+
+    /// Whether the fabric can be driven; while dark nothing starts, and
+    /// the shell is not read.
+    pub fn set_fabric(&mut self, state: FabricState) {
+        self.fabric = state;
+    }
+
+    pub fn fabric(&self) -> FabricState {
+        self.fabric
+    }
+
+    /// Routes `default` to `model`; `slot` holds it (a rotation that only
+    /// flips counts as that slot's load).
+    pub fn set_default(&mut self, model: Arc<str>, slot: Option<u8>, now: Instant) {
+        self.default = Some(model);
+        if let Some(s) = slot.and_then(|i| self.slot_mut(i)) {
+            s.loaded_at = Some(now);
+        }
+    }
+
+    /// Requests running in a slot.
+    pub fn running_in(&self, index: u8) -> usize {
+        self.running.values().filter(|r| r.slot == index).count()
+    }
+
+    /// Answers everything (the fabric is gone, or we are shutting down).
+    pub fn fail_all(&mut self, outcome: &Outcome) {
+        for (_, mut adm) in self.waiting.drain() {
+            let _ = adm.events.try_send(ReqEvent::Failed(outcome.clone()));
+        }
+        for (_, mut r) in self.running.drain() {
+            if !r.answered {
+                let _ = r.adm.events.try_send(ReqEvent::Failed(outcome.clone()));
+            }
+        }
+        for slot in &mut self.slots {
+            for tx in slot.drained.drain(..) {
+                let _ = tx.send(());
+            }
+        }
+        self.queues.clear();
+        self.deadlines.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+
+    use fabric_hw::contract::Finish;
+    use fabric_hw::shell::Params;
+
+    use crate::sched::events::{events, Events};
+    use crate::sched::request::Request;
+
+    fn views(models: &[&str]) -> Vec<ShellSlot> {
+        models
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ShellSlot {
+                index: i as u8,
+                state: SlotState::Ready,
+                model: Some(Arc::from(*m)),
+                hash: String::new(),
+            })
+            .collect()
+    }
+
+    fn adm(id: ReqId, client: &str, model: &str, now: Instant) -> (Admission, Events) {
+        let (tx, rx) = events(true);
+        (
+            Admission {
+                id,
+                request: Request {
+                    model: Arc::from(model),
+                    client: ClientKey {
+                        ip: IpAddr::from([127, 0, 0, 1]),
+                        user: Some(Arc::from(client)),
+                    },
+                    prompt: vec![1, 2],
+                    params: Params {
+                        max_tokens: 4,
+                        temperature: 0.0,
+                        seed: 0,
+                        stop_token: 256,
+                        stream: false,
+                    },
+                    announce: true,
+                    deadline: now + Duration::from_secs(10),
+                    timeout: Duration::from_secs(10),
+                    received: now,
+                },
+                events: tx,
+                permit: None,
+            },
+            rx,
+        )
+    }
+
+    impl State {
+        /// Starts what can start: (tag, ctx) of each.
+        fn dispatch_now(&mut self, now: Instant) -> Vec<(u32, u16)> {
+            let mut started = Vec::new();
+            self.dispatch(now, &mut started);
+            started
+                .iter()
+                .map(|&t| (t, self.submission(t).expect("running").ctx))
+                .collect()
+        }
+    }
+
+    fn done(tag: u32, ctx: u16) -> DriverEvent {
+        DriverEvent::Done(Done {
+            tag,
+            ctx,
+            status: CqeStatus::Ok,
+            finish: Finish::Length,
+            tokens: vec![7],
+            n_tokens: 1,
+            fabric_us: 10,
+            intact: true,
+        })
+    }
+
+    #[test]
+    fn a_single_request_is_not_starved_by_a_flood() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["m"]), 1);
+        let mut rxs = Vec::new();
+        for i in 0..500 {
+            let (a, rx) = adm(i, "flood", "m", now);
+            s.admit(a, now).expect("admit");
+            rxs.push(rx);
+        }
+        let (a, mut lone_rx) = adm(1000, "lone", "m", now);
+        s.admit(a, now).expect("admit");
+        // One context: the flood's first request runs, then the lone one.
+        let first = s.dispatch_now(now);
+        assert_eq!(first.len(), 1);
+        s.on_driver(done(first[0].0, first[0].1));
+        let second = s.dispatch_now(now);
+        assert_eq!(second.len(), 1);
+        assert_eq!(lone_rx.try_recv(), Some(ReqEvent::Queued));
+        assert!(matches!(lone_rx.try_recv(), Some(ReqEvent::Started { .. })));
+    }
+
+    #[test]
+    fn within_a_client_order_is_kept() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["m"]), 1);
+        let mut rxs = Vec::new();
+        for i in 0..3 {
+            let (a, rx) = adm(i, "c", "m", now);
+            s.admit(a, now).expect("admit");
+            rxs.push(rx);
+        }
+        for (expected, rx) in rxs.iter_mut().enumerate() {
+            let started = s.dispatch_now(now);
+            let (tag, ctx) = started[0];
+            assert_eq!(rx.try_recv(), Some(ReqEvent::Queued));
+            assert!(
+                matches!(rx.try_recv(), Some(ReqEvent::Started { .. })),
+                "request {expected} next"
+            );
+            s.on_driver(done(tag, ctx));
+        }
+    }
+
+    #[test]
+    fn deadlines_answer_queued_and_cancel_running() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["m"]), 1);
+        let (mut a, mut rx_run) = adm(1, "a", "m", now);
+        a.request.deadline = now + Duration::from_millis(5);
+        s.admit(a, now).expect("admit");
+        let (mut b, mut rx_wait) = adm(2, "b", "m", now);
+        b.request.deadline = now + Duration::from_millis(5);
+        s.admit(b, now).expect("admit");
+        let (tag, ctx) = s.dispatch_now(now)[0];
+        let later = now + Duration::from_millis(6);
+        let mut cancels = Vec::new();
+        s.expire(later, &mut cancels);
+        assert_eq!(cancels, [(ctx, tag)]);
+        assert_eq!(rx_run.try_recv(), Some(ReqEvent::Queued));
+        assert!(matches!(rx_run.try_recv(), Some(ReqEvent::Started { .. })));
+        assert!(matches!(
+            rx_run.try_recv(),
+            Some(ReqEvent::Failed(Outcome::DeadlineExceeded { .. }))
+        ));
+        assert_eq!(rx_wait.try_recv(), Some(ReqEvent::Queued));
+        assert!(matches!(
+            rx_wait.try_recv(),
+            Some(ReqEvent::Failed(Outcome::DeadlineExceeded { .. }))
+        ));
+        assert_eq!(s.queued(), 0);
+        // The context stays held until the fabric confirms the cancel.
+        assert_eq!(s.free_contexts(), 0);
+        s.on_driver(DriverEvent::Done(Done {
+            status: CqeStatus::Cancelled,
+            ..match done(tag, ctx) {
+                DriverEvent::Done(d) => d,
+                _ => unreachable!(),
+            }
+        }));
+        assert_eq!(s.free_contexts(), 1);
+        assert!(rx_run.try_recv().is_none(), "no second answer");
+    }
+
+    #[test]
+    fn a_cancelled_request_frees_its_context() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["m"]), 2);
+        let (a, _rx) = adm(1, "a", "m", now);
+        s.admit(a, now).expect("admit");
+        let (tag, ctx) = s.dispatch_now(now)[0];
+        assert_eq!(s.cancel(1), Some((ctx, tag)));
+        s.on_driver(done(tag, ctx));
+        assert_eq!(s.free_contexts(), 2);
+        // A queued one is just dropped.
+        let (a, _rx) = adm(2, "a", "m", now);
+        let (b, _rx2) = adm(3, "a", "m", now);
+        let mut s = State::new(views(&["m"]), 1);
+        s.admit(a, now).expect("admit");
+        s.admit(b, now).expect("admit");
+        s.dispatch_now(now);
+        assert!(s.cancel(3).is_none());
+        assert_eq!(s.queued(), 0);
+    }
+
+    #[test]
+    fn a_request_whose_client_went_away_never_reaches_the_fabric() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["m"]), 1);
+        // Gone before its admission arrived (its cancel overtook it).
+        let (a, ra) = adm(1, "a", "m", now);
+        drop(ra);
+        assert!(s.cancel(1).is_none());
+        s.admit(a, now).expect("admit");
+        assert_eq!(s.queued(), 0);
+        // Gone while it waited: skipped, the next one gets the context.
+        let (b, rb) = adm(2, "a", "m", now);
+        let (c, _rc) = adm(3, "b", "m", now);
+        s.admit(b, now).expect("admit");
+        s.admit(c, now).expect("admit");
+        drop(rb);
+        let started = s.dispatch_now(now);
+        assert_eq!(started.len(), 1);
+        assert_eq!(
+            s.running.values().map(|r| r.adm.id).collect::<Vec<_>>(),
+            [3]
+        );
+        assert_eq!(s.next_deadline(), Some(now + Duration::from_secs(10)));
+        assert_eq!(s.deadlines.len(), 1, "the skipped one's deadline is gone");
+    }
+
+    #[test]
+    fn each_model_goes_to_its_slot_and_unloaded_ones_are_refused() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["kjv", "fortunes"]), 2);
+        let (a, _ra) = adm(1, "x", "fortunes", now);
+        s.admit(a, now).expect("admit");
+        let started = s.dispatch_now(now);
+        assert_eq!(started[0].1 / 2, 1, "a context of slot 1");
+        let (b, _rb) = adm(2, "x", "other", now);
+        let refusal = s.admit(b, now).expect_err("not loaded");
+        assert!(matches!(refusal.outcome, Outcome::ModelNotLoaded { .. }));
+    }
+
+    #[test]
+    fn bounced_requests_go_back_to_the_head() {
+        let now = Instant::now();
+        let mut s = State::new(views(&["m"]), 1);
+        let (a, mut ra) = adm(1, "a", "m", now);
+        let (b, _rb) = adm(2, "a", "m", now);
+        s.admit(a, now).expect("admit");
+        s.admit(b, now).expect("admit");
+        let (tag, ctx) = s.dispatch_now(now)[0];
+        let mut d = match done(tag, ctx) {
+            DriverEvent::Done(d) => d,
+            _ => unreachable!(),
+        };
+        d.status = CqeStatus::SlotNotReady;
+        s.on_driver(DriverEvent::Done(d));
+        assert_eq!(s.queued(), 2);
+        assert_eq!(ra.try_recv(), Some(ReqEvent::Queued));
+        assert!(matches!(ra.try_recv(), Some(ReqEvent::Started { .. })));
+        s.dispatch_now(now);
+        assert!(
+            matches!(ra.try_recv(), Some(ReqEvent::Started { .. })),
+            "request 1 runs again first"
+        );
+    }
+}
