@@ -317,6 +317,29 @@ def main():
             return {"restart_to_ready_s": took}
         figures["kill9"] = flow.step("kill -9 fabricd: the supervisor restarts it, no reflash", kill9)
 
+        def full():
+            before = fabric_log(board)
+            t = time.monotonic()
+            _, out = board.sh("fabricctl --json load kjv --full", timeout=600)
+            answer = json.loads(out[out.index("{"):])
+            report = answer["data"]["report"]
+            if report["method"] != "full" or not report.get("restart"):
+                raise Failed(f"not a full load that restarts the daemon: {answer}")
+            after = fabric_log(board)[len(before):]
+            image = re.search(r"image (\d+): full, (\d+) bytes, kjv in slot 0", after)
+            if not image:
+                raise Failed(f"the device side was not handed the full image: {after!r}")
+            board.wait_ready()
+            took = round(time.monotonic() - t, 2)
+            p = probe(board)
+            if not re.search(r"slot 0\s.*kjv", p) or not re.search(r"slot 1\s+empty", p):
+                raise Failed(f"after the full load: {p}")
+            _, names = board.sh("cat /sys/kernel/config/device-tree/overlays/fabricd-shell/path")
+            completions(board, "kjv", 5, 400)
+            return {"load_to_ready_s": took, "image_bytes": int(image.group(2)),
+                    "shell_overlay": names.strip().splitlines()[-1], "report": report}
+        figures["full"] = flow.step("a full reconfiguration through the base region", full)
+
         def power_cycle():
             nonlocal board
             _, stats = board.http("GET", "/stats")
