@@ -54,11 +54,13 @@ pub enum FpgaError {
     OverlayCreate { path: PathBuf, source: io::Error },
     #[error("removing overlay {path}: {source}")]
     OverlayRemove { path: PathBuf, source: io::Error },
-    #[error("overlay {name}: applying {dtbo:?} failed: status reads {status:?}")]
+    #[error("overlay {name}: applying {dtbo:?} failed: status reads {status:?}; the FPGA manager's state reads {manager:?} (the kernel log says why)")]
     OverlayNotApplied {
         name: String,
         dtbo: String,
         status: String,
+        /// The manager's `state`, or why it could not be read.
+        manager: String,
     },
     #[error("no shell overlay {name:?} under {dir}: the shell was not loaded through configfs (S55fabricd-shell), so it cannot be loaded again that way")]
     NoShellOverlay { name: &'static str, dir: PathBuf },
@@ -146,6 +148,9 @@ impl FpgaManager {
 #[derive(Debug, Clone)]
 pub struct Overlays {
     dir: PathBuf,
+    /// The FPGA manager the regions load through, for its `state` when an
+    /// overlay fails.
+    manager: PathBuf,
 }
 
 impl Overlays {
@@ -156,7 +161,10 @@ impl Overlays {
             path: dir.clone(),
             source,
         })?;
-        Ok(Overlays { dir })
+        Ok(Overlays {
+            dir,
+            manager: root.fpga_manager(0),
+        })
     }
 
     /// The names of the overlays present.
@@ -229,6 +237,8 @@ impl Overlays {
                         name: name.to_owned(),
                         dtbo: dtbo.to_owned(),
                         status,
+                        manager: sysfs::read_string(&self.manager.join("state"))
+                            .unwrap_or_else(|e| e.to_string()),
                     })
                 }
             }
