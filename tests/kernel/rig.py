@@ -270,6 +270,7 @@ def main():
 
     flow = Flow(args)
     board = None
+    logs = {}
     figures = {"kernel_build_seconds": args.kernel_build_seconds,
                "kernel_from_cache": bool(args.kernel_cached)}
     try:
@@ -346,6 +347,7 @@ def main():
             nonlocal board
             _, stats = board.http("GET", "/stats")
             served = json.loads(stats)
+            logs.update(board_logs(board))
             board.power_off()
             board = Board(args, 2)
             up = board.expect(r"rig: up", timeout=240)
@@ -377,8 +379,54 @@ def main():
             board.stop()
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"ok": flow.ok, "steps": flow.steps, "figures": figures}, f, indent=2)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(report(args, flow, figures, logs))
     print(f"kernel-test: {'passed' if flow.ok else 'FAILED'}; {os.path.join(args.out, 'results.json')}")
     sys.exit(0 if flow.ok else 1)
+
+
+def board_logs(board):
+    """What the kernel and the device side said, for the report."""
+    out = {}
+    for name, cmd in [("uname", "uname -r"), ("dmesg", "dmesg"),
+                      ("fabric-sim", "cat /var/log/fabric-sim.log"),
+                      ("fabricd", "grep fabricd /var/log/messages")]:
+        try:
+            out[name] = board.sh(cmd, timeout=60, check=False)[1]
+        except (Failed, OSError):
+            out[name] = ""
+    return out
+
+
+def report(args, flow, figures, logs):
+    """results.md: the steps, the figures, and the kernel's own words."""
+    lines = [
+        f"Kernel: Linux {logs.get('uname', '?').strip()} under "
+        f"{subprocess.run(['qemu-system-arm', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}, "
+        f"machine xilinx-zynq-a9. Kernel build: {figures['kernel_build_seconds']} s"
+        f"{' (taken from the cache this run)' if figures['kernel_from_cache'] else ' (this run)'}.",
+        "",
+        f"Result: **{'passed' if flow.ok else 'FAILED'}**.",
+        "",
+        "| step | result | seconds | what it showed |",
+        "|---|---|---:|---|",
+    ]
+    for st in flow.steps:
+        detail = st["detail"]
+        if isinstance(detail, dict) and "report" in detail:
+            r = detail["report"]
+            r = r.get("data", {}).get("report", r)
+            detail = {k: v for k, v in detail.items() if k != "report"}
+            detail.update({k: r[k] for k in ("method", "drain_ms", "reconfigure_ms", "total_ms") if k in r})
+        text = json.dumps(detail) if not isinstance(detail, str) else detail
+        lines.append(f"| {st['step']} | {'pass' if st['ok'] else 'FAIL'} | {st['seconds']} | {text.replace('|', '/')[:400]} |")
+    lines += ["", "## What the kernel said about the FPGA, the overlays and UIO", "", "```"]
+    lines += [l for l in logs.get("dmesg", "").splitlines()
+              if re.search(r"fpga|overlay|region|uio|bridge", l, re.I)][:60]
+    lines += ["```", "", "## What the device side (fabric-sim --kernel) saw", "", "```"]
+    lines += logs.get("fabric-sim", "").splitlines()[:60]
+    lines += ["```", ""]
+    return "\n".join(lines)
 
 
 def summary(stats):
