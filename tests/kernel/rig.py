@@ -371,9 +371,12 @@ def main():
             print(f"FAIL {e}", flush=True)
     finally:
         if board is not None:
+            # What the board said, for the report (the boot with the loads,
+            # unless the flow got past it) and into the console log.
+            if not logs:
+                logs.update(board_logs(board))
             try:
-                # Everything the board logged, into the console log.
-                board.sh("dmesg; cat /var/log/messages /var/log/fabric-sim.log", timeout=60, check=False)
+                board.sh("cat /var/log/messages", timeout=60, check=False)
             except (Failed, OSError):
                 pass
             board.stop()
@@ -419,6 +422,7 @@ def report(args, flow, figures, logs):
             detail = {k: v for k, v in detail.items() if k != "report"}
             detail.update({k: r[k] for k in ("method", "drain_ms", "reconfigure_ms", "total_ms") if k in r})
         text = json.dumps(detail) if not isinstance(detail, str) else detail
+        text = " ".join(text.split())
         lines.append(f"| {st['step']} | {'pass' if st['ok'] else 'FAIL'} | {st['seconds']} | {text.replace('|', '/')[:400]} |")
     lines += ["", "## What the kernel said about the FPGA, the overlays and UIO", "", "```"]
     lines += [l for l in logs.get("dmesg", "").splitlines()
