@@ -82,6 +82,11 @@ pub struct SimConfig {
     /// Simulate a kernel without configfs overlays (full reconfiguration only).
     #[arg(long)]
     pub no_configfs: bool,
+    /// Simulate a mainline kernel's FPGA manager: no `firmware` attribute,
+    /// so a full load is the shell overlay applied again with another image
+    /// on the base region (the simulated board is linux-xlnx's otherwise).
+    #[arg(long)]
+    pub mainline: bool,
     /// A catalog directory (`manifest.toml` and its files) to install as the
     /// board image would, into `/lib/firmware/fabricd`.
     #[arg(long, value_name = "DIR")]

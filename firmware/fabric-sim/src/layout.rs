@@ -225,49 +225,35 @@ pub fn create(config: &SimConfig, paths: &Paths) -> io::Result<()> {
         }
     }
     base_tree(config).write_dir(&root.device_tree())?;
-
-    let uio = root.uio_class().join("uio0");
-    let page = fabric_hw::uio::page_size().map_err(|e| io::Error::other(e.to_string()))?;
-    // uio_pdrv_genirq names the device after its node, with the unit
-    // address (`%pfwP` in Linux 6.12's uio_pdrv_genirq_probe()).
-    write(
-        &uio.join("name"),
-        &format!("{SHELL_UIO_NAME}@{SHELL_PHYS:x}\n"),
-    )?;
-    write(&uio.join("version"), "devicetree\n")?;
-    write(&uio.join("event"), "0\n")?;
-    let map = uio.join("maps/map0");
-    write(
-        &map.join("name"),
-        &format!("{SHELL_UIO_NAME}@{SHELL_PHYS:x}\n"),
-    )?;
-    write(&map.join("addr"), &format!("0x{SHELL_PHYS:016x}\n"))?;
-    write(&map.join("size"), &format!("0x{:016x}\n", REG_FILE_LEN))?;
-    write(&map.join("offset"), "0x0\n")?;
+    create_uio(config, paths)?;
     fs::create_dir_all(root.path("/dev"))?;
     fs::write(&paths.regs, vec![0u8; REG_FILE_LEN])?;
     if config.uio_buffer {
+        let page = fabric_hw::uio::page_size().map_err(|e| io::Error::other(e.to_string()))?;
         // The buffer is the shell's second map: UIO serves map M at file
         // offset M × page size, so here it is the file's bytes from one
-        // page on. uio_pdrv_genirq names each map after its reg-names entry.
-        let map = uio.join("maps/map1");
-        write(&map.join("name"), "buffer\n")?;
-        write(&map.join("addr"), &format!("0x{DMA_PHYS:016x}\n"))?;
-        write(&map.join("size"), &format!("0x{:016x}\n", config.dma_size))?;
-        write(&map.join("offset"), "0x0\n")?;
+        // page on.
         fs::File::options()
             .write(true)
             .open(&paths.regs)?
             .set_len(page + config.dma_size)?;
-        write(&uio.join("maps/map0/name"), "registers\n")?;
     } else {
         create_udmabuf(config, paths)?;
     }
-    create_manager(paths)?;
+    create_manager(config, paths)?;
+    fs::create_dir_all(root.firmware_dir())?;
     if !config.no_configfs {
         fs::create_dir_all(&paths.overlays)?;
+        // The shell came in through configfs, as S55fabricd-shell applies
+        // it at boot: its overlay is there, applied, and so is its file.
+        let dir = paths.overlays.join(SHELL_OVERLAY);
+        write(&dir.join("path"), &format!("{SHELL_DTBO}\n"))?;
+        write(&dir.join("status"), "applied\n")?;
+        write(&dir.join("dtbo"), "")?;
+        let dtbo = root.firmware_dir().join(SHELL_DTBO);
+        fs::create_dir_all(dtbo.parent().unwrap_or(Path::new("/")))?;
+        fs::write(dtbo, shell_overlay(config).to_blob())?;
     }
-    fs::create_dir_all(root.firmware_dir())?;
     if let Some(src) = &config.firmware {
         let dst = root.our_firmware_dir();
         fs::create_dir_all(&dst)?;
@@ -281,6 +267,63 @@ pub fn create(config: &SimConfig, paths: &Paths) -> io::Result<()> {
     write(&paths.sim_dir.join("faults"), "")?;
     Ok(())
 }
+
+/// The shell's UIO device, as uio_pdrv_genirq registers it once the shell
+/// overlay has added its node.
+pub fn create_uio(config: &SimConfig, paths: &Paths) -> io::Result<()> {
+    let uio = paths.root.uio_class().join("uio0");
+    // uio_pdrv_genirq names the device after its node, with the unit
+    // address (`%pfwP` in Linux 6.12's uio_pdrv_genirq_probe()), and each
+    // map after its reg-names entry, else the node.
+    write(
+        &uio.join("name"),
+        &format!("{SHELL_UIO_NAME}@{SHELL_PHYS:x}\n"),
+    )?;
+    write(&uio.join("version"), "devicetree\n")?;
+    write(&uio.join("event"), "0\n")?;
+    let map = uio.join("maps/map0");
+    let regs_name = match config.uio_buffer {
+        true => "registers".to_owned(),
+        false => format!("{SHELL_UIO_NAME}@{SHELL_PHYS:x}"),
+    };
+    write(&map.join("name"), &format!("{regs_name}\n"))?;
+    write(&map.join("addr"), &format!("0x{SHELL_PHYS:016x}\n"))?;
+    write(&map.join("size"), &format!("0x{:016x}\n", REG_FILE_LEN))?;
+    write(&map.join("offset"), "0x0\n")?;
+    if config.uio_buffer {
+        let map = uio.join("maps/map1");
+        write(&map.join("name"), "buffer\n")?;
+        write(&map.join("addr"), &format!("0x{DMA_PHYS:016x}\n"))?;
+        write(&map.join("size"), &format!("0x{:016x}\n", config.dma_size))?;
+        write(&map.join("offset"), "0x0\n")?;
+    }
+    Ok(())
+}
+
+/// The overlay S55fabricd-shell applied to load the shell: the base
+/// region's `firmware-name` and the shell's nodes, as
+/// `device-tree/fabricd-shell-kv260.dtso` adds them.
+pub fn shell_overlay(config: &SimConfig) -> DtNode {
+    let base = base_tree(config);
+    let mut root = DtNode {
+        path: "/".into(),
+        ..DtNode::default()
+    };
+    let fragment = root.add_child("fragment@0");
+    fragment.set_string("target-path", BASE_REGION);
+    let body = fragment.add_child("__overlay__");
+    if let Some(region) = base.find(BASE_REGION) {
+        if let Some(fw) = region.props.get("firmware-name") {
+            body.props.insert("firmware-name".into(), fw.clone());
+        }
+        body.children = region.children.clone();
+    }
+    root
+}
+
+/// The overlay that loaded the shell, and its file under `/lib/firmware`.
+pub const SHELL_OVERLAY: &str = fabric_hw::fpga::SHELL_OVERLAY;
+pub const SHELL_DTBO: &str = "fabricd/shell/shell.dtbo";
 
 fn create_udmabuf(config: &SimConfig, paths: &Paths) -> io::Result<()> {
     let sys = &paths.dma_sys;
@@ -302,7 +345,7 @@ fn create_udmabuf(config: &SimConfig, paths: &Paths) -> io::Result<()> {
     dma.set_len(config.dma_size)
 }
 
-fn create_manager(paths: &Paths) -> io::Result<()> {
+fn create_manager(config: &SimConfig, paths: &Paths) -> io::Result<()> {
     let mgr = &paths.fpga_mgr;
     write(
         &mgr.join("name"),
@@ -310,6 +353,11 @@ fn create_manager(paths: &Paths) -> io::Result<()> {
     )?;
     write(&mgr.join("state"), "operating\n")?;
     write(&mgr.join("status"), "\n")?;
+    if config.mainline {
+        // Mainline's manager has `name`, `state` and `status` only.
+        return Ok(());
+    }
+    // linux-xlnx's: userspace can start a load.
     write(&mgr.join("flags"), "0\n")?;
     write(&mgr.join("firmware"), "")
 }

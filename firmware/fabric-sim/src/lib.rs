@@ -82,6 +82,9 @@ pub(crate) struct Shared {
     /// doorbell by microseconds.
     pub burst: std::sync::atomic::AtomicU32,
     pub sequencer: OnceLock<Thread>,
+    /// Whether the shell's overlay is in the live tree (the base region
+    /// holds it).
+    pub shell_in_tree: AtomicBool,
     /// The shell's UIO number now (see `--renumber-uio`).
     pub uio_number: std::sync::atomic::AtomicU32,
     pub paths: Paths,
@@ -180,6 +183,7 @@ impl Simulator {
             burst: std::sync::atomic::AtomicU32::new(0),
             sequencer: OnceLock::new(),
             uio_number: std::sync::atomic::AtomicU32::new(0),
+            shell_in_tree: AtomicBool::new(!config.no_configfs),
             paths: paths.clone(),
             config,
         });

@@ -101,6 +101,8 @@ fn region_dir(shared: &Shared, slot: usize) -> PathBuf {
 enum Applied {
     /// The slot was programmed.
     Programmed(usize),
+    /// The whole fabric was programmed, and the shell's devices added.
+    Shell,
     /// The OF core applied the overlay, but no region took it: nothing was
     /// programmed (`rules::region_manager`).
     Quietly(String),
@@ -111,6 +113,10 @@ pub(crate) fn apply_overlay(shared: &Shared, name: &str, dtbo: &str) {
     match program_overlay(shared, name, dtbo) {
         Ok(Applied::Programmed(slot)) => {
             log::info!("fabric-sim: overlay {name} applied to slot {slot}");
+            write_status(shared, name, "applied");
+        }
+        Ok(Applied::Shell) => {
+            log::info!("fabric-sim: overlay {name} applied: the shell, afresh");
             write_status(shared, name, "applied");
         }
         Ok(Applied::Quietly(why)) => {
@@ -162,6 +168,14 @@ fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<Applied, S
         .iter()
         .find(|c| c.name == "__overlay__")
         .ok_or("the fragment has no __overlay__ node")?;
+    if target == crate::layout::BASE_REGION {
+        let body = fragment
+            .children
+            .iter()
+            .find(|c| c.name == "__overlay__")
+            .ok_or("the fragment has no __overlay__ node")?;
+        return program_shell(shared, body);
+    }
     let slot = (0..shared.config.slots)
         .find(|&s| region_path(s) == target)
         .ok_or_else(|| format!("target {target:?} is not a PR region of this shell"))?
@@ -236,8 +250,109 @@ fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<Applied, S
     Ok(Applied::Programmed(slot))
 }
 
+/// The shell's overlay on the base region: the region programs the whole
+/// fabric with its `firmware-name` (`of_fpga_region_notify_pre_apply()`),
+/// then the OF core adds the shell's nodes and their devices register. A
+/// region that holds an overlay already takes no second one.
+fn program_shell(shared: &Shared, body: &DtNode) -> Result<Applied, String> {
+    use std::sync::atomic::Ordering;
+    if shared.shell_in_tree.load(Ordering::SeqCst) {
+        return Err(format!(
+            "{}: Region already has overlay applied (of_fpga_region_notify_pre_apply)",
+            crate::layout::BASE_REGION
+        ));
+    }
+    let firmware = body
+        .string("firmware-name")
+        .map_err(|e| e.to_string())?
+        .ok_or("the shell overlay names no firmware-name")?;
+    set_state(shared, "firmware request");
+    let image = firmware_path(shared, &firmware)
+        .and_then(|p| fs::read(&p).map_err(|e| format!("{}: {e}", p.display())))
+        .and_then(|bytes| decode(&bytes, None));
+    let loaded = match image {
+        Ok(l) => l,
+        Err(e) => {
+            set_state(shared, "firmware request error");
+            return Err(e);
+        }
+    };
+    set_state(shared, "write");
+    let dark = shared
+        .config
+        .scaled(Duration::from_secs_f64(shared.config.full_reconfig_secs));
+    log::info!("fabric-sim: the base region programs {firmware}: dark for {dark:?}");
+    shared.lock().go_dark(dark, Some(loaded));
+    shared.wake();
+    std::thread::sleep(dark);
+    while shared.lock().is_dark() && !shared.stopping() {
+        shared.wake();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    set_state(shared, "operating");
+    let region = shared
+        .paths
+        .root
+        .device_tree()
+        .join(crate::layout::BASE_REGION.trim_start_matches('/'));
+    let added = (|| {
+        for child in &body.children {
+            child.write_dir(&region.join(&child.name))?;
+        }
+        fs::write(region.join("firmware-name"), format!("{firmware}\0"))?;
+        crate::layout::create_uio(&shared.config, &shared.paths)
+    })();
+    added.map_err(|e| format!("adding the shell's nodes: {e}"))?;
+    shared.shell_in_tree.store(true, Ordering::SeqCst);
+    Ok(Applied::Shell)
+}
+
+/// The shell's overlay was removed: its nodes go from the live tree and
+/// its devices unregister; the PL keeps its configuration. The OF core
+/// removes only the topmost overlays (`of_overlay_remove()`): with a slot's
+/// overlay still on a region the shell's added, the shell stays.
+fn remove_shell(shared: &Shared) {
+    use std::sync::atomic::Ordering;
+    let on_top = {
+        let f = shared.lock();
+        (0..f.slot_count()).find_map(|s| f.slot_overlay(s))
+    };
+    if let Some(other) = on_top {
+        log::warn!(
+            "fabric-sim: overlay {} not removed: {other} is on top of it (not topmost)",
+            crate::layout::SHELL_OVERLAY
+        );
+        return;
+    }
+    let root = &shared.paths.root;
+    let region = root
+        .device_tree()
+        .join(crate::layout::BASE_REGION.trim_start_matches('/'));
+    if let Ok(entries) = fs::read_dir(&region) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let _ = if path.is_dir() {
+                fs::remove_dir_all(&path)
+            } else if entry.file_name() == "firmware-name" {
+                fs::remove_file(&path)
+            } else {
+                Ok(())
+            };
+        }
+    }
+    let _ = fs::remove_dir_all(
+        root.uio_class()
+            .join(format!("uio{}", shared.uio_number.load(Ordering::Relaxed))),
+    );
+    shared.shell_in_tree.store(false, Ordering::SeqCst);
+    log::info!("fabric-sim: the shell's overlay removed: its nodes and devices are gone");
+}
+
 /// Overlay `name` was removed: its region is emptied and stays decoupled.
 pub(crate) fn remove_overlay(shared: &Shared, name: &str) {
+    if name == crate::layout::SHELL_OVERLAY {
+        return remove_shell(shared);
+    }
     let slot = {
         let f = shared.lock();
         (0..f.slot_count()).find(|&s| f.slot_overlay(s).as_deref() == Some(name))

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{control, post_json, slots, Daemon};
+use common::{control, control_at, post_json, slots, Daemon};
 use serde_json::json;
 
 fn slot_loads(d: &Daemon, slot: u8) -> u32 {
@@ -68,4 +68,87 @@ async fn a_region_whose_bridge_no_driver_binds_is_refused_by_name() {
     assert_eq!(slot_loads(&d, 1), before);
     assert_eq!(slots(d.addr).await[1], ("fortunes".into(), "ready".into()));
     d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_load_on_a_mainline_kernel_applies_the_shell_overlay_again() {
+    // A mainline FPGA manager has no `firmware` attribute: the full image
+    // goes in by applying the shell's overlay again with it on the base
+    // region, once the slots' overlays are out of the way; the shell's
+    // devices come back afresh, and the daemon restarts to attach to them.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut sc = fabric_sim::SimConfig::for_root(dir.path());
+    sc.firmware = Some(common::bitstreams());
+    sc.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
+    sc.mainline = true;
+    sc.pr_bytes_per_sec = 4_000_000;
+    sc.time_scale = 0.04; // the 25 s dark period becomes 1 s
+    let sim = fabric_sim::Simulator::start(sc).expect("sim");
+    let root = dir.path();
+    assert!(!root.join("sys/class/fpga_manager/fpga0/firmware").exists());
+    let (_addr, _stop, task) = start_daemon(root).await;
+    // A slot's overlay on top of the shell's first.
+    let r = control_at(root, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let r = control_at(
+        root,
+        json!({"cmd": "load", "model": "fortunes", "full": true}),
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["data"]["report"]["method"], "full");
+    let why = r["data"]["report"]["restart"].as_str().expect("restart");
+    assert!(why.contains("shell overlay was applied again"), "{why}");
+    let err = task.await.expect("join").expect_err("stops to restart");
+    assert!(
+        err.downcast_ref::<fabricd::serve::RestartRequired>()
+            .is_some(),
+        "{err:#}"
+    );
+    let overlays = root.join("sys/kernel/config/device-tree/overlays");
+    assert_eq!(
+        std::fs::read_to_string(overlays.join("fabricd-shell/path"))
+            .expect("the shell's overlay")
+            .trim(),
+        "fabricd/staged/shell-full.dtbo"
+    );
+    assert!(
+        !overlays.join("fabricd-slot1").exists(),
+        "slot overlays go first"
+    );
+    // Started again, it attaches to the new devices and serves the model
+    // the full image put in slot 0; slot 1 came up empty.
+    let (addr, stop, task) = start_daemon(root).await;
+    assert_eq!(
+        slots(addr).await,
+        vec![
+            ("fortunes".into(), "ready".into()),
+            (String::new(), "empty".into())
+        ]
+    );
+    let reply = post_json(
+        addr,
+        json!({"model": "fortunes", "prompt": "A", "max_tokens": 3, "seed": 1}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    stop.cancel();
+    task.await.expect("join").expect("clean stop");
+    drop(sim);
+}
+
+/// `fabricd serve` over the simulated board at `dir`, as a restart finds it.
+async fn start_daemon(
+    dir: &std::path::Path,
+) -> (
+    std::net::SocketAddr,
+    tokio_util::sync::CancellationToken,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    common::serve(fabricd::config::Config {
+        root: dir.to_owned(),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        ..Default::default()
+    })
+    .await
 }
