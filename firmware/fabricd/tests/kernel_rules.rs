@@ -4,22 +4,13 @@
 
 mod common;
 
-use common::{control, control_at, post_json, slots, Daemon};
+use common::{control, control_at, post_json, serve_board, slot_loads, slots, Daemon};
 use serde_json::json;
-
-fn slot_loads(d: &Daemon, slot: u8) -> u32 {
-    let root = d.sim.root();
-    let topo = fabric_hw::devtree::discover_live(&root.device_tree()).expect("topology");
-    fabric_hw::shell::Shell::attach(&root, &topo)
-        .expect("shell")
-        .slot(slot)
-        .loads
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_region_that_finds_no_manager_programs_nothing_and_the_load_says_so() {
     let d = Daemon::start(|s| s.pr_bytes_per_sec = 4_000_000, |_| {}).await;
-    let before = slot_loads(&d, 1);
+    let before = slot_loads(&d.sim, 1);
     // The tree as it was before the regions moved under the base region:
     // no region above the slot's names a manager, so the kernel's region
     // never probed. The overlay will read "applied"; nothing programs.
@@ -35,7 +26,11 @@ async fn a_region_that_finds_no_manager_programs_nothing_and_the_load_says_so() 
         msg.contains("slot 1") && msg.contains("expected ready with"),
         "the read-back names what the slot holds: {msg}"
     );
-    assert_eq!(slot_loads(&d, 1), before, "the fabric was never programmed");
+    assert_eq!(
+        slot_loads(&d.sim, 1),
+        before,
+        "the fabric was never programmed"
+    );
     assert_eq!(slots(d.addr).await[1], ("fortunes".into(), "ready".into()));
     let reply = post_json(
         d.addr,
@@ -49,7 +44,7 @@ async fn a_region_that_finds_no_manager_programs_nothing_and_the_load_says_so() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_region_whose_bridge_no_driver_binds_is_refused_by_name() {
     let d = Daemon::start(|s| s.pr_bytes_per_sec = 4_000_000, |_| {}).await;
-    let before = slot_loads(&d, 1);
+    let before = slot_loads(&d.sim, 1);
     // Slot 1's decoupler is a node no bridge driver binds: the region
     // cannot get its bridges and the kernel fails the overlay.
     std::fs::remove_file(
@@ -65,7 +60,7 @@ async fn a_region_whose_bridge_no_driver_binds_is_refused_by_name() {
         msg.contains("fabricd-slot1") && msg.contains("unapplied") && msg.contains("FPGA manager"),
         "the overlay and what the kernel said are named: {msg}"
     );
-    assert_eq!(slot_loads(&d, 1), before);
+    assert_eq!(slot_loads(&d.sim, 1), before);
     assert_eq!(slots(d.addr).await[1], ("fortunes".into(), "ready".into()));
     d.stop().await;
 }
@@ -86,7 +81,7 @@ async fn a_full_load_on_a_mainline_kernel_applies_the_shell_overlay_again() {
     let sim = fabric_sim::Simulator::start(sc).expect("sim");
     let root = dir.path();
     assert!(!root.join("sys/class/fpga_manager/fpga0/firmware").exists());
-    let (_addr, _stop, task) = start_daemon(root).await;
+    let (_addr, _stop, task) = serve_board(root).await;
     // A slot's overlay on top of the shell's first.
     let r = control_at(root, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
     assert_eq!(r["ok"], true, "{r}");
@@ -118,7 +113,7 @@ async fn a_full_load_on_a_mainline_kernel_applies_the_shell_overlay_again() {
     );
     // Started again, it attaches to the new devices and serves the model
     // the full image put in slot 0; slot 1 came up empty.
-    let (addr, stop, task) = start_daemon(root).await;
+    let (addr, stop, task) = serve_board(root).await;
     assert_eq!(
         slots(addr).await,
         vec![
@@ -135,20 +130,4 @@ async fn a_full_load_on_a_mainline_kernel_applies_the_shell_overlay_again() {
     stop.cancel();
     task.await.expect("join").expect("clean stop");
     drop(sim);
-}
-
-/// `fabricd serve` over the simulated board at `dir`, as a restart finds it.
-async fn start_daemon(
-    dir: &std::path::Path,
-) -> (
-    std::net::SocketAddr,
-    tokio_util::sync::CancellationToken,
-    tokio::task::JoinHandle<anyhow::Result<()>>,
-) {
-    common::serve(fabricd::config::Config {
-        root: dir.to_owned(),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        ..Default::default()
-    })
-    .await
 }

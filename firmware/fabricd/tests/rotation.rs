@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{control, control_at, get, post_json, slots, Daemon};
+use common::{control, control_at, get, post_json, serve_board, slot_loads, slots, Daemon};
 use fabric_sim::device::Faults;
 use serde_json::json;
 
@@ -13,11 +13,8 @@ fn req(model: &str, tokens: u32) -> serde_json::Value {
     json!({"model": model, "prompt": "And God said", "max_tokens": tokens, "seed": 3, "ignore_eos": true})
 }
 
-fn loads(d: &Daemon, slot: usize) -> u32 {
-    let root = d.sim.root();
-    let topo = fabric_hw::devtree::discover_live(&root.device_tree()).expect("topology");
-    let shell = fabric_hw::shell::Shell::attach(&root, &topo).expect("shell");
-    shell.slot(slot as u8).loads
+fn loads(d: &Daemon, slot: u8) -> u32 {
+    slot_loads(&d.sim, slot)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -274,7 +271,7 @@ async fn a_restart_finds_the_loaded_models_without_reflashing() {
     sc.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
     sc.pr_bytes_per_sec = 4_000_000;
     let sim = fabric_sim::Simulator::start(sc).expect("sim");
-    let (addr, stop, task) = start_daemon(dir.path()).await;
+    let (addr, stop, task) = serve_board(dir.path()).await;
     // Load fortunes into slot 0 through a PR overlay, then stop the daemon.
     let r = control_at(
         dir.path(),
@@ -288,7 +285,7 @@ async fn a_restart_finds_the_loaded_models_without_reflashing() {
     let c = sim.counters();
     let loads_before: Vec<u32> = (0..2).map(|s| slot_loads(&sim, s)).collect();
     // A new daemon finds fortunes in both slots, serves, and flashes nothing.
-    let (addr, stop, task) = start_daemon(dir.path()).await;
+    let (addr, stop, task) = serve_board(dir.path()).await;
     assert_eq!(
         slots(addr).await,
         vec![
@@ -325,7 +322,7 @@ async fn a_shell_device_that_moves_is_found_again_by_name() {
     sc.renumber_uio = true;
     sc.time_scale = 0.04; // the 25 s dark period becomes 1 s
     let sim = fabric_sim::Simulator::start(sc).expect("sim");
-    let (_addr, _stop, task) = start_daemon(dir.path()).await;
+    let (_addr, _stop, task) = serve_board(dir.path()).await;
     let status = control_at(dir.path(), json!({"cmd": "status"})).await;
     let device = status["data"]["fabric"]["device"].as_str().expect("device");
     assert!(device.ends_with("/dev/uio0"), "{status}");
@@ -347,7 +344,7 @@ async fn a_shell_device_that_moves_is_found_again_by_name() {
     let loads: Vec<u32> = (0..2).map(|s| slot_loads(&sim, s)).collect();
     // Started again, it finds the shell under its new name and serves the
     // model the full reconfiguration loaded, without reflashing.
-    let (addr, stop, task) = start_daemon(dir.path()).await;
+    let (addr, stop, task) = serve_board(dir.path()).await;
     let status = control_at(dir.path(), json!({"cmd": "status"})).await;
     let device = status["data"]["fabric"]["device"].as_str().expect("device");
     assert!(device.ends_with("/dev/uio1"), "{status}");
@@ -360,31 +357,6 @@ async fn a_shell_device_that_moves_is_found_again_by_name() {
     );
     stop.cancel();
     task.await.expect("join").expect("clean stop");
-}
-
-fn slot_loads(sim: &fabric_sim::Simulator, slot: usize) -> u32 {
-    let root = sim.root();
-    let topo = fabric_hw::devtree::discover_live(&root.device_tree()).expect("topology");
-    let shell = fabric_hw::shell::Shell::attach(&root, &topo).expect("shell");
-    shell.slot(slot as u8).loads
-}
-
-/// `fabricd serve` with the defaults over the simulated board at `dir`, as
-/// a restart would find it, once it serves: its address, its stop token
-/// and its task.
-async fn start_daemon(
-    dir: &std::path::Path,
-) -> (
-    std::net::SocketAddr,
-    tokio_util::sync::CancellationToken,
-    tokio::task::JoinHandle<anyhow::Result<()>>,
-) {
-    common::serve(fabricd::config::Config {
-        root: dir.to_owned(),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        ..Default::default()
-    })
-    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,6 +55,33 @@ pub async fn serve(
     (addr, shutdown, task)
 }
 
+/// `fabricd serve` with the defaults over the simulated board at `root`,
+/// as a restart would find it, once it serves.
+pub async fn serve_board(
+    root: &Path,
+) -> (
+    SocketAddr,
+    CancellationToken,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    serve(Config {
+        root: root.to_owned(),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        ..Default::default()
+    })
+    .await
+}
+
+/// How many times the shell says slot `slot` was programmed.
+pub fn slot_loads(sim: &Simulator, slot: u8) -> u32 {
+    let root = sim.root();
+    let topo = fabric_hw::devtree::discover_live(&root.device_tree()).expect("topology");
+    fabric_hw::shell::Shell::attach(&root, &topo)
+        .expect("shell")
+        .slot(slot)
+        .loads
+}
+
 pub struct Daemon {
     pub addr: SocketAddr,
     pub sim: Simulator,
