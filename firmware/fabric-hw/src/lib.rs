@@ -21,8 +21,8 @@
 //!   blobs, and discovery of the shell, its PR slots and its buffer.
 //! - [`bitstream`]: Xilinx `.bit` headers and the byte-swapped `.bin` form.
 //! - [`fpga`]: the FPGA manager and configfs device-tree overlays.
-//! - [`shell`]: the driver of the static shell: attach, rings, doorbell,
-//!   completions, slots.
+//! - [`shell`]: the driver of the static shell: attach, slots, counters.
+//! - [`rings`]: the rings in the DDR buffer: the doorbell, completions.
 //! - [`attach`](mod@attach): the one assembly of these parts that every driver of the
 //!   fabric uses (the daemon, `fabricd generate`, the simulator's tests).
 //!
@@ -40,6 +40,7 @@ pub mod devtree;
 pub mod dma;
 pub mod fpga;
 pub mod mmio;
+pub mod rings;
 pub mod root;
 pub mod shell;
 pub mod sysfs;
