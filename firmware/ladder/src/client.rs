@@ -36,12 +36,22 @@ impl Target {
 }
 
 /// A reply.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Reply {
     pub status: u16,
     pub body: Bytes,
     /// `retry-after-ms`, when present.
     pub retry_after_ms: Option<u64>,
+    /// `X-Fabricd-Source` (`fabric`, `cache`, `typed-forward`, `joined`),
+    /// when present.
+    pub source: Option<String>,
+    /// `X-Fabricd-Predicted-Wait-Ms` of a predictive refusal, when present.
+    pub predicted_wait_ms: Option<u64>,
+    /// Whether the body is an event stream.
+    pub event_stream: bool,
+    /// From sending the request to the body's first bytes (for an event
+    /// stream, its first event: the first token).
+    pub first_byte: Option<Duration>,
 }
 
 /// What went wrong below HTTP.
@@ -55,10 +65,19 @@ pub enum RawError {
     Timeout(Duration),
 }
 
-/// A keep-alive connection.
+/// A keep-alive connection. Dropping it closes the socket at once, even
+/// with a request in flight, as a browser tab that goes away does: the
+/// server then cancels what it held for it.
 #[derive(Debug)]
 pub struct Conn {
     sender: SendRequest<Full<Bytes>>,
+    io: tokio::task::AbortHandle,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.io.abort();
+    }
 }
 
 impl Conn {
@@ -70,10 +89,11 @@ impl Conn {
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| RawError::Connect(e.to_string()))?;
-        tokio::spawn(async move {
+        let io = tokio::spawn(async move {
             let _ = conn.await;
-        });
-        Ok(Conn { sender })
+        })
+        .abort_handle();
+        Ok(Conn { sender, io })
     }
 
     /// Whether the connection can take another request.
@@ -90,11 +110,29 @@ impl Conn {
         body: Bytes,
         timeout: Duration,
     ) -> Result<Reply, RawError> {
-        let req = Request::builder()
+        self.send_with(target, method, path, &[], body, timeout)
+            .await
+    }
+
+    /// Sends one request with extra headers and reads the whole reply.
+    pub async fn send_with(
+        &mut self,
+        target: &Target,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<Reply, RawError> {
+        let mut req = Request::builder()
             .method(method)
             .uri(path)
             .header("host", &target.host)
-            .header("content-type", "application/json")
+            .header("content-type", "application/json");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req
             .body(Full::new(body))
             .map_err(|e| RawError::Connection(e.to_string()))?;
         let exchange = async {
@@ -102,27 +140,41 @@ impl Conn {
                 .ready()
                 .await
                 .map_err(|e| RawError::Connection(e.to_string()))?;
+            let sent = std::time::Instant::now();
             let resp = self
                 .sender
                 .send_request(req)
                 .await
                 .map_err(|e| RawError::Connection(e.to_string()))?;
             let status = resp.status().as_u16();
-            let retry_after_ms = resp
-                .headers()
-                .get("retry-after-ms")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse().ok());
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| RawError::Connection(e.to_string()))?
-                .to_bytes();
+            let h = resp.headers();
+            let header = |name: &str| h.get(name).and_then(|v| v.to_str().ok());
+            let retry_after_ms = header("retry-after-ms").and_then(|v| v.parse().ok());
+            let predicted_wait_ms =
+                header("x-fabricd-predicted-wait-ms").and_then(|v| v.parse().ok());
+            let source = header("x-fabricd-source").map(str::to_owned);
+            let event_stream =
+                header("content-type").is_some_and(|v| v.starts_with("text/event-stream"));
+            let mut body = resp.into_body();
+            let mut bytes = Vec::new();
+            let mut first_byte = None;
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| RawError::Connection(e.to_string()))?;
+                if let Ok(data) = frame.into_data() {
+                    if first_byte.is_none() && !data.is_empty() {
+                        first_byte = Some(sent.elapsed());
+                    }
+                    bytes.extend_from_slice(&data);
+                }
+            }
             Ok(Reply {
                 status,
-                body,
+                body: Bytes::from(bytes),
                 retry_after_ms,
+                source,
+                predicted_wait_ms,
+                event_stream,
+                first_byte,
             })
         };
         tokio::time::timeout(timeout, exchange)

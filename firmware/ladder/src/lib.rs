@@ -13,20 +13,28 @@
 //! that is not the deterministic completion for its prompt and seed is a
 //! failure. The first rung that breaks a band stops the ladder.
 //!
+//! Besides clients that wait for their answers, the ladder runs the
+//! traffic of a speculative-typing page ([`typists`]: a rung's value is
+//! simultaneous typists).
+//!
 //! # Layout
 //! - [`client`]: one HTTP/1.1 connection, a request, a classified reply.
 //! - [`workload`]: what the clients send, and the reference completions.
 //! - [`rung`]: running a rung (closed or open loop), and lurkers.
-//! - [`bands`]: the abort conditions.
+//! - [`typists`]: the keystroke model, typists, their results.
+//! - [`bands`]: the abort conditions (and a target per class).
 //! - [`report`]: the table, JSON and SVG.
 //! - [`calibrate`]: the harness measured against a server that answers at
-//!   once.
+//!   once, for clients and for typists.
+//! - [`daemon`]: the daemon's counters and quiet between rungs.
 
 #![forbid(unsafe_code)]
 
 pub mod bands;
 pub mod calibrate;
 pub mod client;
+pub mod daemon;
 pub mod report;
 pub mod rung;
+pub mod typists;
 pub mod workload;

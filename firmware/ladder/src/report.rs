@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::bands::Violation;
+use crate::bands::{Figure, Figures, Violation};
 use crate::rung::RungStats;
 
 /// The appliance's figures this project grew from (per-user p50/p95 in ms,
@@ -45,7 +45,37 @@ pub struct RungResult {
     /// Lurkers the server closed, or that never connected.
     pub lurkers_closed: Option<usize>,
     pub retry_after_p50_ms: Option<f64>,
+    /// An event stream's first token (streams only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_p95_ms: Option<f64>,
     pub violations: Vec<Violation>,
+}
+
+impl Figures for RungResult {
+    fn figure(&self, f: Figure) -> Option<f64> {
+        Some(match f {
+            Figure::Errors => self.errors as f64,
+            Figure::Corrupted => self.corrupted as f64,
+            Figure::Rejections => self.rejections as f64,
+            Figure::P50Ms => self.p50_ms,
+            Figure::P95Ms => self.p95_ms,
+            Figure::P99Ms => self.p99_ms,
+            Figure::Rps => self.rps,
+            Figure::CapacityFraction => self.capacity_fraction,
+            Figure::P95OverP50 => self.p95_over_p50,
+            Figure::P50OverIdeal => self.p50_over_ideal,
+            Figure::HarnessCpu => self.harness_cpu,
+            Figure::LurkersClosed => self.lurkers_closed? as f64,
+            Figure::TtftP95Ms => self.ttft_p95_ms?,
+            Figure::PauseP50Ms
+            | Figure::PauseP95Ms
+            | Figure::PauseP99Ms
+            | Figure::Pauses
+            | Figure::HarnessLagP99Ms => return None,
+        })
+    }
 }
 
 /// Summarizes a rung. `service_ms` is the fabric's own time for one
@@ -88,6 +118,8 @@ pub fn summarize(
         lurkers_closed: lurkers.map(|(open, wanted)| wanted.saturating_sub(open)),
         retry_after_p50_ms: (!s.retry_after.is_empty())
             .then(|| s.retry_after.value_at_quantile(0.5) as f64),
+        ttft_p50_ms: (!s.ttft.is_empty()).then(|| s.ttft.value_at_quantile(0.5) as f64 / 1000.0),
+        ttft_p95_ms: (!s.ttft.is_empty()).then(|| s.ttft.value_at_quantile(0.95) as f64 / 1000.0),
         violations: Vec::new(),
     }
 }
@@ -314,7 +346,7 @@ pub fn svg(rungs: &[RungResult], title: &str) -> String {
     s
 }
 
-fn axes(s: &mut String, left: f64, right: f64, top: f64, bottom: f64, label: &str) {
+pub(crate) fn axes(s: &mut String, left: f64, right: f64, top: f64, bottom: f64, label: &str) {
     let _ = writeln!(
         s,
         r#"<line x1="{left}" x2="{right}" y1="{bottom}" y2="{bottom}" stroke="black"/>"#
@@ -331,7 +363,7 @@ fn axes(s: &mut String, left: f64, right: f64, top: f64, bottom: f64, label: &st
     );
 }
 
-fn series(s: &mut String, pts: &[(f64, f64)], color: &str, dashed: bool) {
+pub(crate) fn series(s: &mut String, pts: &[(f64, f64)], color: &str, dashed: bool) {
     if pts.is_empty() {
         return;
     }
@@ -356,7 +388,7 @@ fn series(s: &mut String, pts: &[(f64, f64)], color: &str, dashed: bool) {
     }
 }
 
-fn escape(t: &str) -> String {
+pub(crate) fn escape(t: &str) -> String {
     t.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

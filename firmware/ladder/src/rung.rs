@@ -9,7 +9,7 @@ use hdrhistogram::Histogram;
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 
-use crate::client::{Conn, Target};
+use crate::client::{Conn, Reply, Target};
 use crate::workload::{classify, Class, References, Workload};
 
 /// How a rung runs.
@@ -24,6 +24,8 @@ pub struct RungConfig {
     pub rate: Option<f64>,
     /// Send a `user` per client, so the server's fairness sees clients.
     pub users: bool,
+    /// The clients' `user` begins with this (their number follows).
+    pub user_prefix: String,
 }
 
 /// What a rung saw, in its measurement window.
@@ -42,13 +44,15 @@ pub struct RungStats {
     pub latency: Histogram<u64>,
     /// `retry-after-ms` of overloaded answers, ms.
     pub retry_after: Histogram<u64>,
+    /// Time to an event stream's first token, µs (streams only).
+    pub ttft: Histogram<u64>,
     /// The harness's own CPU time over the rung, as a share of one core.
     pub harness_cpu: f64,
     pub wall: Duration,
 }
 
 impl RungStats {
-    fn new(clients: usize) -> RungStats {
+    pub(crate) fn new(clients: usize) -> RungStats {
         RungStats {
             clients,
             window: Duration::ZERO,
@@ -60,17 +64,22 @@ impl RungStats {
             samples: Vec::new(),
             latency: histogram(),
             retry_after: histogram(),
+            ttft: histogram(),
             harness_cpu: 0.0,
             wall: Duration::ZERO,
         }
     }
 
-    fn record(&mut self, class: Class, latency: Duration, retry_after: Option<u64>) {
+    pub(crate) fn record(&mut self, class: Class, latency: Duration, reply: Option<&Reply>) {
+        let retry_after = reply.and_then(|r| r.retry_after_ms);
         match class {
             Class::Ok { tokens } => {
                 self.ok += 1;
                 self.tokens += tokens;
                 let _ = self.latency.record(latency.as_micros().max(1) as u64);
+                if let Some(first) = reply.filter(|r| r.event_stream).and_then(|r| r.first_byte) {
+                    let _ = self.ttft.record(first.as_micros().max(1) as u64);
+                }
             }
             Class::Typed(t) => {
                 if t == "overloaded" {
@@ -97,7 +106,7 @@ impl RungStats {
         }
     }
 
-    fn merge(&mut self, other: &RungStats) {
+    pub(crate) fn merge(&mut self, other: &RungStats) {
         self.ok += other.ok;
         self.tokens += other.tokens;
         for (k, v) in &other.typed {
@@ -110,6 +119,7 @@ impl RungStats {
         }
         let _ = self.latency.add(&other.latency);
         let _ = self.retry_after.add(&other.retry_after);
+        let _ = self.ttft.add(&other.ttft);
     }
 
     /// Typed outcomes of any kind.
@@ -118,14 +128,15 @@ impl RungStats {
     }
 }
 
-fn histogram() -> Histogram<u64> {
+pub(crate) fn histogram() -> Histogram<u64> {
     // 1 µs to 10 minutes at 3 significant digits; the bounds are constants
     // that hdrhistogram accepts.
     Histogram::new_with_bounds(1, 600_000_000, 3)
         .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
 }
 
-fn cpu_time() -> Duration {
+/// This process's CPU time so far (user and system).
+pub fn cpu_time() -> Duration {
     use nix::sys::resource::{getrusage, UsageWho};
     match getrusage(UsageWho::RUSAGE_SELF) {
         Ok(u) => {
@@ -138,13 +149,23 @@ fn cpu_time() -> Duration {
     }
 }
 
-struct Window {
-    from: Instant,
-    to: Instant,
+/// A rung's measurement window.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    pub from: Instant,
+    pub to: Instant,
 }
 
 impl Window {
-    fn contains(&self, t: Instant) -> bool {
+    /// The window of a rung that starts at `start`.
+    pub fn after(start: Instant, warmup: Duration, duration: Duration) -> Window {
+        Window {
+            from: start + warmup,
+            to: start + warmup + duration,
+        }
+    }
+
+    pub fn contains(&self, t: Instant) -> bool {
         t >= self.from && t <= self.to
     }
 }
@@ -158,17 +179,34 @@ pub async fn run(
 ) -> RungStats {
     let cpu0 = cpu_time();
     let start = Instant::now();
-    let window = Arc::new(Window {
-        from: start + cfg.warmup,
-        to: start + cfg.warmup + cfg.duration,
-    });
+    let mut total = run_in(
+        target,
+        w,
+        refs,
+        cfg,
+        Window::after(start, cfg.warmup, cfg.duration),
+    )
+    .await;
+    total.wall = start.elapsed();
+    total.harness_cpu = (cpu_time() - cpu0).as_secs_f64() / total.wall.as_secs_f64().max(1e-9);
+    total
+}
+
+/// Runs a rung in a given window, beside other classes of a mixed rung (the
+/// harness's CPU is the caller's to measure).
+pub async fn run_in(
+    target: &Target,
+    w: &Arc<Workload>,
+    refs: &Arc<References>,
+    cfg: &RungConfig,
+    window: Window,
+) -> RungStats {
+    let window = Arc::new(window);
     let mut total = match cfg.rate {
         None => closed(target, w, refs, cfg, &window).await,
         Some(rate) => open(target, w, refs, cfg, rate, &window).await,
     };
     total.window = cfg.duration;
-    total.wall = start.elapsed();
-    total.harness_cpu = (cpu_time() - cpu0).as_secs_f64() / total.wall.as_secs_f64().max(1e-9);
     total
 }
 
@@ -190,7 +228,7 @@ async fn closed(
             );
             tokio::spawn(async move {
                 let mut stats = RungStats::new(1);
-                let user = cfg.users.then(|| format!("ladder-{client}"));
+                let user = cfg.users.then(|| format!("{}{client}", cfg.user_prefix));
                 let mut conn: Option<Conn> = None;
                 let mut i = 0u64;
                 while Instant::now() < window.to {
@@ -220,15 +258,16 @@ async fn closed(
                         )
                         .await;
                     let done = Instant::now();
-                    let (class, retry) = match result {
-                        Ok(reply) => (classify(&reply, key, &refs, &w), reply.retry_after_ms),
+                    let (class, reply) = match result {
+                        Ok(reply) => (classify(&reply, key, &refs, &w), Some(reply)),
                         Err(e) => {
                             conn = None;
                             (Class::Raw(e.to_string()), None)
                         }
                     };
+                    let retry = reply.as_ref().and_then(|r| r.retry_after_ms);
                     if window.contains(done) {
-                        stats.record(class.clone(), done - t0, retry);
+                        stats.record(class.clone(), done - t0, reply.as_ref());
                     }
                     if let (Class::Typed(_), Some(ms)) = (&class, retry) {
                         // Honour Retry-After, as a client should.
@@ -295,7 +334,7 @@ async fn open(
                 Some(c) if c.is_open() => Ok(c),
                 _ => Conn::connect(&target).await,
             };
-            let (class, retry) = match conn {
+            let (class, reply) = match conn {
                 Ok(mut c) => match c
                     .send(
                         &target,
@@ -308,15 +347,15 @@ async fn open(
                 {
                     Ok(reply) => {
                         pool.lock().await.push(c);
-                        (classify(&reply, key, &refs, &w), reply.retry_after_ms)
+                        (classify(&reply, key, &refs, &w), Some(reply))
                     }
                     Err(e) => (Class::Raw(e.to_string()), None),
                 },
-                Err(e) => (Class::Raw(e.to_string()), None::<u64>),
+                Err(e) => (Class::Raw(e.to_string()), None),
             };
             let done = Instant::now();
             if window.contains(done) {
-                stats.record(class, done.saturating_duration_since(due), retry);
+                stats.record(class, done.saturating_duration_since(due), reply.as_ref());
             }
             stats
         }));

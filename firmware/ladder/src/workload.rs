@@ -10,8 +10,11 @@ use serde_json::{json, Value};
 use crate::client::{Conn, Reply, Target};
 
 /// The typed outcomes fabricd documents; anything else is a failure.
-pub const TYPED: [&str; 6] = [
+/// `superseded` answers a typing session's request that a newer one of the
+/// same session replaced.
+pub const TYPED: [&str; 7] = [
     "overloaded",
+    "superseded",
     "deadline_exceeded",
     "model_loading",
     "model_not_loaded",
@@ -30,6 +33,8 @@ pub struct Workload {
     /// Fixed-length outputs (so every request costs the fabric the same).
     pub ignore_eos: bool,
     pub deadline_ms: Option<u64>,
+    /// Ask for an event stream (with the usage in its last event).
+    pub stream: bool,
 }
 
 impl Workload {
@@ -54,6 +59,7 @@ impl Workload {
             max_tokens,
             ignore_eos: true,
             deadline_ms: None,
+            stream: false,
         }
     }
 
@@ -88,6 +94,10 @@ impl Workload {
         if let Some(d) = self.deadline_ms {
             v["deadline_ms"] = json!(d);
         }
+        if self.stream {
+            v["stream"] = json!(true);
+            v["stream_options"] = json!({"include_usage": true});
+        }
         Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
     }
 }
@@ -121,6 +131,12 @@ pub async fn references(
     timeout: Duration,
 ) -> anyhow::Result<References> {
     let mut conn = Conn::connect(target).await?;
+    // A stream's text is held to the whole answer's.
+    let whole = Workload {
+        stream: false,
+        ..w.clone()
+    };
+    let w = &whole;
     let mut refs = References::default();
     let mut prompt_tokens = 0u64;
     let mut total = Duration::ZERO;
@@ -160,45 +176,85 @@ pub async fn references(
 
 /// Judges a reply to the request for `key`.
 pub fn classify(reply: &Reply, key: (usize, u64), refs: &References, w: &Workload) -> Class {
+    if reply.status == 200 && reply.event_stream {
+        return match read_stream(&reply.body) {
+            Ok((text, tokens)) => judge_text(&text, tokens, key, refs, w),
+            Err(class) => class,
+        };
+    }
     let v: Result<Value, _> = serde_json::from_slice(&reply.body);
     match (reply.status, v) {
         (200, Ok(v)) => {
             let text = v["choices"][0]["text"].as_str();
             let tokens = v["usage"]["completion_tokens"].as_u64().unwrap_or(0);
-            match (text, refs.texts.get(&key)) {
-                (Some(t), Some(expected)) if t == expected => {
-                    if w.ignore_eos && tokens != u64::from(w.max_tokens) {
-                        Class::Corrupt(format!(
-                            "{tokens} completion tokens, asked for {}",
-                            w.max_tokens
-                        ))
-                    } else {
-                        Class::Ok { tokens }
-                    }
-                }
-                (Some(t), Some(expected)) => {
-                    Class::Corrupt(format!("got {t:?}, expected {expected:?}"))
-                }
-                (Some(_), None) => Class::Ok { tokens },
-                (None, _) => Class::Corrupt(format!("a 200 without text: {v}")),
+            match text {
+                Some(t) => judge_text(t, tokens, key, refs, w),
+                None => Class::Corrupt(format!("a 200 without text: {v}")),
             }
         }
         (200, Err(e)) => Class::Corrupt(format!("a 200 whose body is not JSON: {e}")),
-        (status, Ok(v)) => {
-            let kind = v["error"]["type"].as_str().unwrap_or_default();
-            if TYPED.contains(&kind) {
-                Class::Typed(kind.to_owned())
-            } else {
-                Class::Raw(format!(
-                    "status {status}, error type {kind:?}: {}",
-                    v["error"]["message"]
-                ))
-            }
-        }
+        (status, Ok(v)) => typed_or_raw(status, &v),
         (status, Err(_)) => Class::Raw(format!(
             "status {status} with a non-JSON body: {:?}",
             String::from_utf8_lossy(&reply.body[..reply.body.len().min(120)])
         )),
+    }
+}
+
+/// An error body: a documented typed outcome, or a failure.
+pub fn typed_or_raw(status: u16, v: &Value) -> Class {
+    let kind = v["error"]["type"].as_str().unwrap_or_default();
+    if TYPED.contains(&kind) {
+        Class::Typed(kind.to_owned())
+    } else {
+        Class::Raw(format!(
+            "status {status}, error type {kind:?}: {}",
+            v["error"]["message"]
+        ))
+    }
+}
+
+/// An event stream's text and completion tokens (from its usage), or how
+/// it failed: an error in-band, an event that is not JSON, no `[DONE]`.
+fn read_stream(body: &[u8]) -> Result<(String, u64), Class> {
+    let body = String::from_utf8_lossy(body);
+    let mut text = String::new();
+    let mut tokens = 0;
+    for line in body.lines() {
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        if data == "[DONE]" {
+            return Ok((text, tokens));
+        }
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| Class::Corrupt(format!("an event that is not JSON ({e}): {data:?}")))?;
+        if v.get("error").is_some() {
+            return Err(typed_or_raw(200, &v));
+        }
+        if let Some(t) = v["choices"][0]["text"].as_str() {
+            text.push_str(t);
+        }
+        if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
+            tokens = n;
+        }
+    }
+    Err(Class::Corrupt(
+        "the event stream ended without [DONE]".into(),
+    ))
+}
+
+/// Judges a completion's text against the reference for its key.
+fn judge_text(t: &str, tokens: u64, key: (usize, u64), refs: &References, w: &Workload) -> Class {
+    match refs.texts.get(&key) {
+        Some(expected) if t != expected => {
+            Class::Corrupt(format!("got {t:?}, expected {expected:?}"))
+        }
+        _ if w.ignore_eos && tokens != u64::from(w.max_tokens) => Class::Corrupt(format!(
+            "{tokens} completion tokens, asked for {}",
+            w.max_tokens
+        )),
+        _ => Class::Ok { tokens },
     }
 }
 
@@ -210,7 +266,7 @@ mod tests {
         Reply {
             status,
             body: Bytes::from(body.to_owned()),
-            retry_after_ms: None,
+            ..Reply::default()
         }
     }
 

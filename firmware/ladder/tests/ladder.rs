@@ -20,19 +20,26 @@ struct Setup {
 }
 
 async fn daemon() -> Setup {
+    daemon_with(&["0=kjv.bit"], |_| {}).await
+}
+
+/// A daemon over a fabric whose slots boot with `load`, its configuration
+/// changed by `tune`.
+async fn daemon_with(load: &[&str], tune: impl FnOnce(&mut Config)) -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut sc = SimConfig::for_root(dir.path());
     sc.firmware = Some(bitstreams());
-    sc.load = vec!["0=kjv.bit".into()];
+    sc.load = load.iter().map(|l| (*l).to_owned()).collect();
     // Real time: 259 completions/s, which the debug-built daemon of the
     // tests keeps up with.
     sc.time_scale = 1.0;
     let sim = Simulator::start(sc).expect("simulator");
-    let config = Config {
+    let mut config = Config {
         root: dir.path().to_owned(),
         listen: "127.0.0.1:0".parse().expect("addr"),
         ..Config::default()
     };
+    tune(&mut config);
     let listener = fabricd::serve::listen(config.listen).expect("bind");
     let addr = listener.local_addr().expect("addr");
     let shutdown = CancellationToken::new();
@@ -197,3 +204,155 @@ async fn an_impossible_band_stops_the_ladder_at_its_rung() {
     );
     s.shutdown.cancel();
 }
+
+/// Runs the ladder with `args` on a blocking thread, writing `files` (name,
+/// text) into a temporary directory first; `{dir}` in an argument is that
+/// directory. Returns the output and the JSON it wrote (if any).
+async fn ladder_run(
+    addr: std::net::SocketAddr,
+    files: &[(&str, &str)],
+    args: &[&str],
+) -> (std::process::Output, Option<serde_json::Value>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).expect("write a file");
+    }
+    let json = dir.path().join("out.json");
+    let d = dir.path().to_str().expect("utf8").to_owned();
+    let args: Vec<String> = args.iter().map(|a| a.replace("{dir}", &d)).collect();
+    let out = tokio::task::spawn_blocking({
+        let json = json.clone();
+        move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            ladder(addr, &args, &json)
+        }
+    })
+    .await
+    .expect("join");
+    let v = std::fs::read(&json)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).expect("the ladder writes JSON"));
+    (out, v)
+}
+
+fn said(out: &std::process::Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typists_send_a_request_a_keystroke_and_measure_their_pauses() {
+    let s = daemon().await;
+    let (out, v) = ladder_run(
+        s.addr,
+        &[("bands.toml", "max_errors = 0\nmax_corrupted = 0\n")],
+        &[
+            "--workload",
+            "typists",
+            "--rungs",
+            "4,12",
+            "--duration",
+            "3",
+            "--warmup",
+            "2.5",
+            "--calibrate-typists",
+            "12",
+            "--calibrate-secs",
+            "5",
+            "--bands",
+            "{dir}/bands.toml",
+            "--svg",
+            "{dir}/typists.svg",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", said(&out));
+    let v = v.expect("json");
+    assert_eq!(v["workload"], "typists");
+    assert_eq!(v["keystroke_model"]["interval"]["median_ms"], 180.0);
+    let rungs = v["rungs"].as_array().expect("rungs");
+    assert_eq!(rungs.len(), 2);
+    let mut pauses = 0;
+    for r in rungs {
+        let keys = r["keystrokes"].as_u64().expect("keystrokes");
+        assert!(keys > 0, "{r}");
+        // No debounce: every keystroke of the window sent its request.
+        assert_eq!(r["requests"].as_u64(), Some(keys), "{r}");
+        assert_eq!(r["errors"], 0, "{r}");
+        assert_eq!(r["corrupted"], 0, "{r}");
+        // Every completion is counted under its source (today's daemon
+        // sends none: "none").
+        let by_source: u64 = r["sources"]
+            .as_object()
+            .expect("sources")
+            .values()
+            .map(|n| n.as_u64().expect("count"))
+            .sum();
+        assert_eq!(Some(by_source), r["completions"].as_u64(), "{r}");
+        // The daemon's own count of what reached the fabric.
+        assert!(
+            r["fabric_requests"].as_f64().expect("fabric requests") > 0.0,
+            "{r}"
+        );
+        let p = r["pauses"].as_u64().expect("pauses");
+        let accounted =
+            r["pauses_held"].as_u64().expect("held") + r["pauses_missed"].as_u64().expect("missed");
+        assert!(accounted <= p, "{r}");
+        pauses += p;
+    }
+    assert!(pauses > 0, "the seed's typists pause in the window");
+    // The harness against an instant server, at the calibration's size.
+    assert_eq!(v["calibration"]["typists"], 12);
+    assert_eq!(v["calibration"]["errors"], 0);
+    assert!(v["calibration"]["pauses"].as_u64().expect("pauses") > 0);
+    s.shutdown.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debounce_sends_fewer_requests_than_keystrokes() {
+    let s = daemon().await;
+    let (out, v) = ladder_run(
+        s.addr,
+        &[],
+        &[
+            "--workload",
+            "typists",
+            "--rungs",
+            "8",
+            "--duration",
+            "3",
+            "--warmup",
+            "2.5",
+            "--debounce-ms",
+            "400",
+            "--no-calibrate",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", said(&out));
+    let v = v.expect("json");
+    assert_eq!(v["keystroke_model"]["debounce_ms"], 400);
+    let r = &v["rungs"][0];
+    let keys = r["keystrokes"].as_u64().expect("keystrokes");
+    let requests = r["requests"].as_u64().expect("requests");
+    assert!(keys > 0 && requests < keys, "{r}");
+    s.shutdown.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_a_workload_does_not_measure_are_refused_before_the_run() {
+    // Nothing listens on port 9: the refusal comes before any connection.
+    let addr: std::net::SocketAddr = "127.0.0.1:9".parse().expect("addr");
+    let (out, _) = ladder_run(
+        addr,
+        &[("bands.toml", "max_errors = 0\nmin_rps = 100\n")],
+        &["--workload", "typists", "--bands", "{dir}/bands.toml"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(said(&out).contains("rps"), "{}", said(&out));
+}
+

@@ -1,0 +1,22 @@
+//! The `ladder` command: a module per kind of run, sharing what the target
+//! says and the bands.
+
+pub mod args;
+mod common;
+mod requests;
+mod typists;
+
+use ladder::client::Target;
+
+use args::{Args, WorkloadKind};
+
+/// Runs what the arguments ask: true if every rung kept within its bands.
+pub async fn run(args: Args) -> anyhow::Result<bool> {
+    common::raise_fd_limit();
+    let target = Target::parse(&args.target).map_err(anyhow::Error::msg)?;
+    let bands = common::bands(&args)?;
+    match args.workload {
+        WorkloadKind::Requests => requests::run(&args, target, bands).await,
+        WorkloadKind::Typists => typists::run(&args, target, bands).await,
+    }
+}
