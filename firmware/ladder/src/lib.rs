@@ -15,13 +15,15 @@
 //!
 //! Besides clients that wait for their answers, the ladder runs the
 //! traffic of a speculative-typing page ([`typists`]: a rung's value is
-//! simultaneous typists).
+//! simultaneous typists) and a [`burst`] of requests released at the
+//! same instant.
 //!
 //! # Layout
 //! - [`client`]: one HTTP/1.1 connection, a request, a classified reply.
 //! - [`workload`]: what the clients send, and the reference completions.
 //! - [`rung`]: running a rung (closed or open loop), and lurkers.
 //! - [`typists`]: the keystroke model, typists, their results.
+//! - [`burst`]: N requests released at once.
 //! - [`bands`]: the abort conditions (and a target per class).
 //! - [`report`]: the table, JSON and SVG.
 //! - [`calibrate`]: the harness measured against a server that answers at
@@ -31,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bands;
+pub mod burst;
 pub mod calibrate;
 pub mod client;
 pub mod daemon;

@@ -356,3 +356,62 @@ async fn limits_a_workload_does_not_measure_are_refused_before_the_run() {
     assert!(said(&out).contains("rps"), "{}", said(&out));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_is_released_at_once_and_every_answer_is_checked() {
+    let s = daemon().await;
+    let (out, v) = ladder_run(
+        s.addr,
+        &[(
+            "bands.toml",
+            "max_errors = 0\nmax_corrupted = 0\nmax_rejections = 0\n",
+        )],
+        &[
+            "--burst",
+            "48",
+            "--no-calibrate",
+            "--bands",
+            "{dir}/bands.toml",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", said(&out));
+    let v = v.expect("json");
+    assert_eq!(v["workload"], "burst");
+    assert_eq!(v["rungs"][0]["clients"], 48);
+    assert_eq!(v["rungs"][0]["ok"], 48, "{}", v["rungs"][0]);
+    // Released together: the fabric had several decoding at once.
+    assert!(s.sim.stats().peak_decoding > 1, "{:?}", s.sim.stats());
+    s.shutdown.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_larger_than_the_queue_breaks_its_band() {
+    let s = daemon_with(&["0=kjv.bit"], |c| c.queue_capacity = 8).await;
+    let (out, v) = ladder_run(
+        s.addr,
+        &[("bands.toml", "max_errors = 0\nmax_rejections = 0\n")],
+        &[
+            "--burst",
+            "48",
+            "--no-calibrate",
+            "--bands",
+            "{dir}/bands.toml",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert!(
+        said(&out).contains("STOPPED at a burst of 48"),
+        "{}",
+        said(&out)
+    );
+    let r = &v.expect("json")["rungs"][0];
+    // What the queue could not hold was told so, typed; nothing failed.
+    assert!(
+        r["typed"]["overloaded"].as_u64().expect("overloaded") > 0,
+        "{r}"
+    );
+    assert_eq!(r["errors"], 0, "{r}");
+    assert_eq!(r["violations"][0]["condition"], "rejections <= 0");
+    s.shutdown.cancel();
+}

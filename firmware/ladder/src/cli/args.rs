@@ -36,6 +36,10 @@ pub struct Args {
         default_value = "1,2,4,8,16,32,64,128,256,512,1024,2048"
     )]
     pub rungs: Vec<usize>,
+    /// N requests released at the same instant, each on its own
+    /// connection, instead of a ladder (several: one burst each, in turn).
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["open_loop", "lurkers"])]
+    pub burst: Option<Vec<usize>>,
     /// Measured seconds per rung.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,

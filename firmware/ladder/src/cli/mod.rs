@@ -2,6 +2,7 @@
 //! says and the bands.
 
 pub mod args;
+mod burst;
 mod common;
 mod requests;
 mod typists;
@@ -15,6 +16,12 @@ pub async fn run(args: Args) -> anyhow::Result<bool> {
     common::raise_fd_limit();
     let target = Target::parse(&args.target).map_err(anyhow::Error::msg)?;
     let bands = common::bands(&args)?;
+    if let Some(sizes) = &args.burst {
+        if args.workload == WorkloadKind::Typists {
+            anyhow::bail!("--burst releases requests, not typists: leave out --workload typists");
+        }
+        return burst::run(&args, sizes, target, bands).await;
+    }
     match args.workload {
         WorkloadKind::Requests => requests::run(&args, target, bands).await,
         WorkloadKind::Typists => typists::run(&args, target, bands).await,
