@@ -15,8 +15,9 @@
 //!
 //! Besides clients that wait for their answers, the ladder runs the
 //! traffic of a speculative-typing page ([`typists`]: a rung's value is
-//! simultaneous typists) and a [`burst`] of requests released at the
-//! same instant.
+//! simultaneous typists), a [`burst`] of requests released at the same
+//! instant, and mixed [`profile`]s of weighted request classes, each with
+//! its own target.
 //!
 //! # Layout
 //! - [`client`]: one HTTP/1.1 connection, a request, a classified reply.
@@ -24,6 +25,7 @@
 //! - [`rung`]: running a rung (closed or open loop), and lurkers.
 //! - [`typists`]: the keystroke model, typists, their results.
 //! - [`burst`]: N requests released at once.
+//! - [`profile`]: mixed profiles, a rung of every class at once.
 //! - [`bands`]: the abort conditions (and a target per class).
 //! - [`report`]: the table, JSON and SVG.
 //! - [`calibrate`]: the harness measured against a server that answers at
@@ -37,6 +39,7 @@ pub mod burst;
 pub mod calibrate;
 pub mod client;
 pub mod daemon;
+pub mod profile;
 pub mod report;
 pub mod rung;
 pub mod typists;

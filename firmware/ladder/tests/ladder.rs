@@ -415,3 +415,83 @@ async fn a_burst_larger_than_the_queue_breaks_its_band() {
     assert_eq!(r["violations"][0]["condition"], "rejections <= 0");
     s.shutdown.cancel();
 }
+
+const PROFILE: &str = r#"
+[[class]]
+name = "typists"
+kind = "typists"
+weight = 2
+[[class]]
+name = "other"
+kind = "requests"
+weight = 1
+model = "fortunes"
+max_tokens = 4
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_that_misses_its_target_fails_the_rung() {
+    let s = daemon_with(&["0=kjv.bit", "1=fortunes.bit"], |_| {}).await;
+    let (out, v) = ladder_run(
+        s.addr,
+        &[
+            ("profile.toml", PROFILE),
+            (
+                "bands.toml",
+                "max_errors = 0\n[class.typists]\nmax_corrupted = 0\n[class.other]\nmax_p95_ms = 0.001\n",
+            ),
+        ],
+        &[
+            "--profile",
+            "{dir}/profile.toml",
+            "--bands",
+            "{dir}/bands.toml",
+            "--rungs",
+            "6,12",
+            "--duration",
+            "2",
+            "--warmup",
+            "2.5",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    let text = said(&out);
+    assert!(
+        text.contains("MISSED at 6 clients: other p95_ms <= 0.001"),
+        "{text}"
+    );
+    let v = v.expect("json");
+    assert_eq!(v["workload"], "mixed");
+    let rungs = v["rungs"].as_array().expect("rungs");
+    assert_eq!(rungs.len(), 1, "the rung after the miss never ran");
+    assert_eq!(rungs[0]["split"], serde_json::json!([4, 2]));
+    let classes = rungs[0]["classes"].as_array().expect("classes");
+    assert_eq!(classes[0]["name"], "typists");
+    assert_eq!(classes[0]["result"]["violations"], serde_json::json!([]));
+    assert!(classes[0]["result"]["keystrokes"].as_u64().expect("keys") > 0);
+    assert_eq!(classes[1]["name"], "other");
+    assert!(classes[1]["result"]["ok"].as_u64().expect("ok") > 0);
+    s.shutdown.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_class_without_a_target_is_refused_before_the_run() {
+    let addr: std::net::SocketAddr = "127.0.0.1:9".parse().expect("addr");
+    let (out, _) = ladder_run(
+        addr,
+        &[
+            ("profile.toml", PROFILE),
+            ("bands.toml", "[class.typists]\nmax_errors = 0\n"),
+        ],
+        &[
+            "--profile",
+            "{dir}/profile.toml",
+            "--bands",
+            "{dir}/bands.toml",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(said(&out).contains("[class.other]"), "{}", said(&out));
+}

@@ -38,8 +38,12 @@ pub struct Args {
     pub rungs: Vec<usize>,
     /// N requests released at the same instant, each on its own
     /// connection, instead of a ladder (several: one burst each, in turn).
-    #[arg(long, value_delimiter = ',', conflicts_with_all = ["open_loop", "lurkers"])]
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["profile", "open_loop", "lurkers"])]
     pub burst: Option<Vec<usize>>,
+    /// A mixed profile (TOML): weighted request classes sharing each rung,
+    /// each with its own target in the bands file (`[class.NAME]`).
+    #[arg(long, conflicts_with_all = ["open_loop", "lurkers"])]
+    pub profile: Option<PathBuf>,
     /// Measured seconds per rung.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,

@@ -4,6 +4,7 @@
 pub mod args;
 mod burst;
 mod common;
+mod mixed;
 mod requests;
 mod typists;
 
@@ -21,6 +22,12 @@ pub async fn run(args: Args) -> anyhow::Result<bool> {
             anyhow::bail!("--burst releases requests, not typists: leave out --workload typists");
         }
         return burst::run(&args, sizes, target, bands).await;
+    }
+    if let Some(profile) = &args.profile {
+        if args.workload == WorkloadKind::Typists {
+            anyhow::bail!("a profile names each class's workload: leave out --workload typists");
+        }
+        return mixed::run(&args, profile, target, bands).await;
     }
     match args.workload {
         WorkloadKind::Requests => requests::run(&args, target, bands).await,
