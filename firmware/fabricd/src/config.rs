@@ -75,10 +75,98 @@ pub struct Config {
     pub stats_checkpoint: String,
     /// Size at which the stats log is rotated.
     pub stats_max_bytes: u64,
+    /// The models the slots should hold, in slot order (`""` leaves a
+    /// slot as it is). At start a slot holding another model is loaded
+    /// with its own, one slot at a time while the others serve; one model
+    /// in every slot is how the hot model gets the whole fabric. Under
+    /// `--sim` the simulator boots with them when `[sim] boot` is empty.
+    pub slot_models: Vec<String>,
     /// The simulator, for `--sim`.
     pub sim: SimSettings,
     /// Model rotation.
     pub rotation: RotationSettings,
+    /// Speculative typing: supersede, the completion cache, typed forward,
+    /// predictive admission, every slot of a model, interactive first.
+    pub typing: TypingSettings,
+}
+
+/// The speculative-typing features, each switchable (so a benchmark can
+/// run one workload with them off and on), and their bounds. All on by
+/// default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TypingSettings {
+    /// A newer request of a typing session answers the older one
+    /// `superseded` (409) at once, queued or running on the fabric.
+    pub supersede: bool,
+    /// Identical deterministic requests are answered from a cache bounded
+    /// by `cache_bytes`, without a queue permit or the fabric.
+    pub cache: bool,
+    /// A prompt that is the session's last one plus text its completion
+    /// began with is answered with the rest of that completion at once, or
+    /// joins that request while it decodes.
+    pub typed_forward: bool,
+    /// A request whose predicted finish, from the measured service rate
+    /// and what waits ahead of it, is past its deadline is refused at once.
+    pub predictive_admission: bool,
+    /// Every slot that holds a request's model serves it; off, only the
+    /// lowest-numbered ready one does.
+    pub every_slot: bool,
+    /// Short requests go first and always find a decode lane: long ones
+    /// hold at most `lanes - reserved_lanes` contexts of a slot.
+    pub interactive_first: bool,
+    /// Bytes the completion cache may hold (entries and their keys).
+    pub cache_bytes: usize,
+    /// Sessions remembered for typed forward (the least recently used go).
+    pub session_entries: usize,
+    /// Bytes the remembered sessions may hold.
+    pub session_bytes: usize,
+    /// Tokens of the earlier completion that must be left after what was
+    /// typed for typed forward to answer with them.
+    pub typed_forward_min_tokens: u32,
+    /// A request of at most this many `max_tokens` is interactive.
+    pub interactive_max_tokens: u32,
+    /// Decode lanes of each slot that long requests leave to short ones.
+    pub reserved_lanes: u32,
+    /// A long request that has waited this long goes before short ones
+    /// (so a stream of short ones cannot starve it).
+    pub bulk_ageing_ms: u64,
+}
+
+impl Default for TypingSettings {
+    fn default() -> Self {
+        TypingSettings {
+            supersede: true,
+            cache: true,
+            typed_forward: true,
+            predictive_admission: true,
+            every_slot: true,
+            interactive_first: true,
+            cache_bytes: 1 << 20,
+            session_entries: 4096,
+            session_bytes: 1 << 20,
+            typed_forward_min_tokens: 2,
+            interactive_max_tokens: 32,
+            reserved_lanes: 1,
+            bulk_ageing_ms: 2000,
+        }
+    }
+}
+
+impl TypingSettings {
+    /// Every feature off: the daemon as it was before them, for the
+    /// benchmark's baseline.
+    pub fn all_off() -> TypingSettings {
+        TypingSettings {
+            supersede: false,
+            cache: false,
+            typed_forward: false,
+            predictive_admission: false,
+            every_slot: false,
+            interactive_first: false,
+            ..TypingSettings::default()
+        }
+    }
 }
 
 /// Model rotation settings.
@@ -156,8 +244,10 @@ impl Default for Config {
             stats_window: "30m".into(),
             stats_checkpoint: "60s".into(),
             stats_max_bytes: 8 << 20,
+            slot_models: Vec::new(),
             sim: SimSettings::default(),
             rotation: RotationSettings::default(),
+            typing: TypingSettings::default(),
         }
     }
 }
@@ -238,6 +328,25 @@ impl Config {
                     "must be a duration such as 6h or 30m",
                 ));
             }
+        }
+        if self.typing.session_entries == 0 {
+            return Err(invalid("typing.session_entries", "must be at least 1"));
+        }
+        if self.typing.interactive_max_tokens == 0 {
+            return Err(invalid(
+                "typing.interactive_max_tokens",
+                "must be at least 1",
+            ));
+        }
+        if let Some(m) = self
+            .slot_models
+            .iter()
+            .find(|m| !m.is_empty() && !crate::catalog::valid_model_name(m))
+        {
+            return Err(ConfigError::Invalid {
+                key: "slot_models",
+                reason: format!("{m:?} is not a model name"),
+            });
         }
         if !(0.0..=1000.0).contains(&self.sim.time_scale) {
             return Err(invalid("sim.time_scale", "must be in 0..=1000"));

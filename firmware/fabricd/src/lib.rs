@@ -22,6 +22,8 @@
 //!   `fabricctl`.
 //! - [`serve`]: wiring, and shutdown.
 //! - [`cli`]: the command line (`main.rs` only calls it).
+//! - [`typing`]: speculative typing at the edge: the completion cache and
+//!   the session table.
 //! - [`catalog`], [`config`], [`lock`]: the models in the firmware
 //!   directory, the configuration, one process per fabric.
 
@@ -38,3 +40,4 @@ pub mod rotation;
 pub mod sched;
 pub mod serve;
 pub mod stats;
+pub mod typing;

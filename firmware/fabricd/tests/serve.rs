@@ -254,7 +254,10 @@ async fn wait_for_metric(addr: std::net::SocketAddr, name: &str, ok: impl Fn(f64
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadline_gives_deadline_exceeded_and_frees_the_fabric() {
-    let d = Daemon::start(|_| {}, |_| {}).await;
+    // The short request below must wait behind long ones on the fabric:
+    // interactive-first would leave it a lane of its own (its own test is
+    // in tests/typing.rs), so it is off here.
+    let d = Daemon::start(|_| {}, |c| c.typing.interactive_first = false).await;
     // Running past its deadline.
     let mut body = long("kjv", 200);
     body["deadline_ms"] = json!(60);

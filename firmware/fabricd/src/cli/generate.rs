@@ -70,6 +70,7 @@ pub(super) fn generate(
             Arc::new(catalog),
             1,
             Arc::new(crate::stats::InFlight::default()),
+            &crate::config::TypingSettings::default(),
         );
         let start = Instant::now();
         let (tx, mut events) = sched::events(false);
@@ -92,6 +93,9 @@ pub(super) fn generate(
             deadline: start + timeout,
             timeout,
             received: start,
+            session: None,
+            join: None,
+            front: false,
         };
         let admitted = scheduler
             .handle

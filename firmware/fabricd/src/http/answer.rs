@@ -12,11 +12,13 @@ use tokio::sync::mpsc;
 
 use super::body::{self, Body};
 use super::completions::Started;
+use super::instant::{joined_answer, remember, run_alone, set_source};
 use super::reply::Failure;
 use super::routes::json_bytes;
 use super::text::{StopMatcher, Utf8Decoder};
 use super::{response, App};
 use crate::sched::{Ending, Outcome, ReqEvent};
+use crate::typing::Source;
 
 pub(super) fn unix_now() -> u64 {
     SystemTime::now()
@@ -88,7 +90,11 @@ pub(super) async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<B
     let mut text = String::with_capacity(256);
     let mut slot = None;
     let mut queued = Duration::ZERO;
-    let (finish, fabric_us) = loop {
+    // Every token, for the typing features (only if it takes part).
+    let mut all = Vec::new();
+    let keep = s.req.ticket.is_some();
+    let mut joined = false;
+    let (finish, fabric_us, source) = loop {
         match s.req.events.recv().await {
             // Only requests with stop sequences hear these (see `announce`).
             Some(ReqEvent::Queued) => {}
@@ -100,12 +106,49 @@ pub(super) async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<B
                 queued = q;
                 app.metrics.queue_wait.observe(q);
             }
+            Some(ReqEvent::Joined { slot: sl }) => {
+                joined = true;
+                slot = Some(sl);
+            }
             Some(ReqEvent::Tokens(t)) => {
+                if keep {
+                    all.extend_from_slice(&t);
+                }
                 asm.push(&t, &mut text);
                 if asm.stops.stopped() {
                     // Stop sequence: free the context now.
                     app.sched.cancel(s.req.id);
-                    break (Finish::Stop, 0);
+                    remember(app, &s.req, &all, Finish::Stop, &text, false);
+                    break (Finish::Stop, 0, Source::Fabric);
+                }
+            }
+            Some(ReqEvent::Finished {
+                finish,
+                tokens,
+                fabric_us,
+                slot: sl,
+                queued: q,
+                ..
+            }) if joined => {
+                slot = Some(sl);
+                queued = q;
+                match joined_answer(app, &s.req, &tokens, finish) {
+                    Some((rest, n, reason)) => {
+                        s.end(app, Ending::Ok, n, fabric_us);
+                        app.typing.answered_by(Source::Joined);
+                        let mut r = completion(&s, &rest, reason, n, slot, queued, fabric_us);
+                        set_source(&mut r, Source::Joined);
+                        return r;
+                    }
+                    None => {
+                        // Not what was typed: run on its own.
+                        if let Err(o) = run_alone(app, &mut s).await {
+                            s.end(app, o.ending(), 0, 0);
+                            s.req.failed(app);
+                            return Failure::from(o).response();
+                        }
+                        joined = false;
+                    }
                 }
             }
             Some(ReqEvent::Finished {
@@ -121,6 +164,9 @@ pub(super) async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<B
                 }
                 slot = Some(sl);
                 queued = q;
+                if keep {
+                    all.extend_from_slice(&tokens);
+                }
                 asm.push(&tokens, &mut text);
                 asm.finish(&mut text);
                 let finish = if asm.stops.stopped() {
@@ -128,10 +174,12 @@ pub(super) async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<B
                 } else {
                     finish
                 };
-                break (finish, fabric_us);
+                remember(app, &s.req, &all, finish, &text, true);
+                break (finish, fabric_us, Source::Fabric);
             }
             Some(ReqEvent::Failed(o)) => {
                 s.end(app, o.ending(), 0, 0);
+                s.req.failed(app);
                 return Failure::from(o).response();
             }
             None => {
@@ -142,14 +190,30 @@ pub(super) async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<B
     };
     let finish = response::finish_reason(finish == Finish::Stop, finish == Finish::Length);
     s.end(app, Ending::Ok, asm.tokens, fabric_us);
+    app.typing.answered_by(source);
+    let mut r = completion(&s, &text, finish, asm.tokens, slot, queued, fabric_us);
+    set_source(&mut r, source);
+    r
+}
+
+/// A whole completion's response.
+fn completion(
+    s: &Started,
+    text: &str,
+    finish: &str,
+    tokens: usize,
+    slot: Option<u8>,
+    queued: Duration,
+    fabric_us: u32,
+) -> Response<Body> {
     let id = response::CompletionId::new(s.req.id);
     let body = response::completion_body(
         id.as_str(),
         unix_now(),
         &s.req.model,
-        &text,
+        text,
         finish,
-        response::Usage::new(s.req.prompt_tokens, asm.tokens),
+        response::Usage::new(s.req.prompt_tokens, tokens),
         response::FabricInfo {
             slot,
             queue_ms: queued.as_secs_f64() * 1e3,
@@ -171,6 +235,8 @@ pub(super) fn stream_response(app: &Arc<App>, s: Started) -> Response<Body> {
     h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    // Streams never join: only the fabric answers one that gets here.
+    set_source(&mut r, Source::Fabric);
     r
 }
 
@@ -195,6 +261,9 @@ pub(super) async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>)
     };
     // A chunk of text, if there is any to send.
     let model = s.req.model.clone();
+    let keep = s.req.ticket.is_some();
+    let mut all = Vec::new();
+    let mut shown = String::new();
     let chunk = |text: &str| {
         (!text.is_empty()).then(|| {
             sse(&response::chunk_body(
@@ -217,10 +286,14 @@ pub(super) async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>)
         };
         match ev {
             Some(ReqEvent::Started { queued, .. }) => app.metrics.queue_wait.observe(queued),
-            Some(ReqEvent::Queued) => {}
+            Some(ReqEvent::Queued | ReqEvent::Joined { .. }) => {}
             Some(ReqEvent::Tokens(t)) => {
                 let mut text = String::new();
                 asm.push(&t, &mut text);
+                if keep {
+                    all.extend_from_slice(&t);
+                    shown.push_str(&text);
+                }
                 let stopped = asm.stops.stopped();
                 if let Some(b) = chunk(&text) {
                     if !send(&tx, b).await {
@@ -229,6 +302,7 @@ pub(super) async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>)
                 }
                 if stopped {
                     app.sched.cancel(s.req.id);
+                    remember(&app, &s.req, &all, Finish::Stop, &shown, false);
                     finish_stream(
                         &app,
                         &mut s,
@@ -252,6 +326,16 @@ pub(super) async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>)
                 let mut text = String::new();
                 asm.push(&tokens, &mut text);
                 asm.finish(&mut text);
+                if keep {
+                    all.extend_from_slice(&tokens);
+                    shown.push_str(&text);
+                    let finish = if asm.stops.stopped() {
+                        Finish::Stop
+                    } else {
+                        finish
+                    };
+                    remember(&app, &s.req, &all, finish, &shown, true);
+                }
                 if let Some(b) = chunk(&text) {
                     if !send(&tx, b).await {
                         return;
@@ -276,6 +360,7 @@ pub(super) async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>)
             }
             Some(ReqEvent::Failed(o)) => {
                 s.end(&app, o.ending(), 0, 0);
+                s.req.failed(&app);
                 let _ = send(&tx, Failure::from(o).sse()).await;
                 return;
             }
@@ -315,6 +400,9 @@ pub(super) async fn finish_stream(
         tokens,
         fabric_us,
     );
+    if ok {
+        app.typing.answered_by(Source::Fabric);
+    }
 }
 
 #[cfg(test)]

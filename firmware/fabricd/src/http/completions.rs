@@ -14,8 +14,9 @@ use hyper::{Request, Response};
 
 use super::answer::{stream_response, whole_response};
 use super::body::Body;
+use super::instant::{instant_response, Instant as Answered};
 use super::reply::Failure;
-use super::validate::{client_ip, validate, Prepared};
+use super::validate::{client_ip, validate, Edge, Prepared};
 use super::App;
 use crate::sched::{Ending, Outcome, ReqEvent, ReqId};
 
@@ -172,16 +173,12 @@ pub(super) async fn completions(
         // Only the body goes on: the request's head is freed now, and the
         // futures below do not carry it (small enough that the box comes
         // from malloc's per-thread cache).
-        Ok(header_deadline) => Box::pin(start_completion(
-            app,
-            req.into_body(),
-            header_deadline,
-            &mut ledger,
-        )),
+        Ok(head) => Box::pin(start_completion(app, req.into_body(), head, &mut ledger)),
         Err(outcome) => return app.refused(&ledger, outcome),
     };
     let started = match admission.await {
-        Ok(started) => started,
+        Ok(Began::Queued(started)) => started,
+        Ok(Began::Answered(answer)) => return instant_response(app, &ledger, *answer),
         Err(outcome) => return app.refused(&ledger, outcome),
     };
     if started.req.stream {
@@ -189,6 +186,22 @@ pub(super) async fn completions(
     } else {
         whole_response(app, started).await
     }
+}
+
+/// How a request's admission went, short of a refusal.
+pub(super) enum Began {
+    /// Queued: the scheduler answers it.
+    Queued(Started),
+    /// Answered at the edge already (cache, typed forward).
+    Answered(Box<Answered>),
+}
+
+/// What a completion's head says besides its body: the deadline header
+/// and the session header.
+#[derive(Debug, Default)]
+pub(super) struct Head {
+    pub(super) deadline_ms: Option<u64>,
+    pub(super) session: Option<String>,
 }
 
 /// An admitted request, whose client going away cancels it.
@@ -208,8 +221,9 @@ impl Started {
 }
 
 /// Checks a completion's head: the daemon is not shutting down, the body
-/// is JSON, and the deadline header (returned) is a number.
-pub(super) fn check_head(app: &App, headers: &hyper::HeaderMap) -> Result<Option<u64>, Failure> {
+/// is JSON, the deadline header is a number and the session header a
+/// session id (both returned).
+pub(super) fn check_head(app: &App, headers: &hyper::HeaderMap) -> Result<Head, Failure> {
     if app.shutting_down.load(Ordering::Relaxed) {
         return Err(Outcome::ShuttingDown.into());
     }
@@ -222,7 +236,7 @@ pub(super) fn check_head(app: &App, headers: &hyper::HeaderMap) -> Result<Option
             });
         }
     }
-    headers
+    let deadline_ms = headers
         .get("x-deadline-ms")
         .map(|v| {
             v.to_str()
@@ -230,31 +244,61 @@ pub(super) fn check_head(app: &App, headers: &hyper::HeaderMap) -> Result<Option
                 .and_then(|s| s.trim().parse::<u64>().ok())
                 .filter(|&ms| ms > 0)
                 .ok_or_else(|| {
-                    Outcome::invalid(
+                    Failure::from(Outcome::invalid(
                         "x-deadline-ms",
                         "the X-Deadline-Ms header must be a positive integer",
-                    )
-                    .into()
+                    ))
                 })
         })
-        .transpose()
+        .transpose()?;
+    let session = match headers.get("x-session-id") {
+        None => None,
+        Some(v) => {
+            let id = v.to_str().map_err(|_| {
+                Outcome::invalid(
+                    "session",
+                    "the X-Session-Id header must be visible ASCII (a session id of 1 to 128 bytes)",
+                )
+            })?;
+            super::request::check_session(Some(id))?;
+            Some(id.to_owned())
+        }
+    };
+    Ok(Head {
+        deadline_ms,
+        session,
+    })
 }
 
-/// Reads, checks and admits a request: queued, or a typed refusal.
+/// Reads, checks and admits a request: queued, answered at the edge, or a
+/// typed refusal.
 pub(super) async fn start_completion(
     app: &Arc<App>,
     body: Incoming,
-    header_deadline: Option<u64>,
+    head: Head,
     ledger: &mut Ledger,
-) -> Result<Started, Failure> {
+) -> Result<Began, Failure> {
     // A block of its own: the body and what borrows it are gone before the
     // admission waits (a local keeps its room in the future's state to the
     // end of its scope, moved out or not).
-    let (sent, mut ready) = {
+    let (sent, ready) = {
         let bytes = read_body(app, body, ledger.received).await?;
-        let (adm, ready) = validate(app, &bytes, header_deadline, ledger)?;
-        (app.sched.admit(adm), ready)
+        match validate(app, &bytes, &head, ledger)? {
+            Edge::Admit(adm, ready) => (app.sched.admit(adm), ready),
+            Edge::Answered(answer) => return Ok(Began::Answered(answer)),
+        }
     };
+    queued(app, sent, ready, ledger).await.map(Began::Queued)
+}
+
+/// Waits for an admission to be taken, and for a stream, for the
+/// scheduler's first word.
+pub(super) async fn queued(
+    app: &Arc<App>,
+    sent: impl std::future::Future<Output = Result<(), crate::sched::Admission>>,
+    mut ready: Prepared,
+    ledger: &Ledger,
+) -> Result<Started, Failure> {
     if sent.await.is_err() {
         return Err(Outcome::ShuttingDown.into());
     }
@@ -264,7 +308,10 @@ pub(super) async fn start_completion(
     if ready.stream {
         match ready.events.recv().await {
             Some(ReqEvent::Queued) => {}
-            Some(ReqEvent::Failed(o)) => return Err(o.into()),
+            Some(ReqEvent::Failed(o)) => {
+                ready.failed(app);
+                return Err(o.into());
+            }
             _ => return Err(Outcome::ShuttingDown.into()),
         }
     }

@@ -37,6 +37,8 @@
 //!   `validate`: the edge's validation; [`request`]: the body's shape.
 //! - `answer`: tokens to text ([`text`]) as one body or an event stream;
 //!   [`response`]: the completion's JSON.
+//! - `instant`: the typing features at the edge: answers from the cache,
+//!   typed forward and joins, and what an answer leaves for them.
 //! - [`reply`]: outcomes as statuses and error bodies.
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -53,6 +55,7 @@ mod answer;
 pub mod body;
 mod completions;
 pub mod guard;
+mod instant;
 pub mod reply;
 pub mod request;
 pub mod response;
@@ -78,6 +81,9 @@ pub struct App {
     /// for `Retry-After` before any has been measured.
     pub nominal_rate: f64,
     pub stats: Arc<crate::stats::StatsHandle>,
+    /// The typing features' state at the edge: the cache, the session
+    /// table.
+    pub typing: crate::typing::Typing,
 }
 
 /// The model name that follows rotation.

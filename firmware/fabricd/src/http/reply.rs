@@ -14,6 +14,8 @@
 //! | model loading | 503 | `model_loading` | `Retry-After`: the model is being reflashed |
 //! | model not loaded | 503 | `model_not_loaded` | in the catalog, in no slot |
 //! | deadline exceeded | 504 | `deadline_exceeded` | `x-should-retry: false`: a retried speculative request is stale |
+//! | predicted late | 504 | `deadline_exceeded`, code `predicted_late` | at once, with `X-Fabricd-Predicted-Wait-Ms` and `x-should-retry: false` |
+//! | superseded | 409 | `superseded`, code `superseded` | a newer request of its session replaced it; `x-should-retry: false` |
 //! | fabric error | 502 | `fabric_error` | the fabric failed or corrupted the output; retrying is fine |
 //! | shutting down | 503 | `shutting_down` | `Retry-After`, `Connection: close` |
 
@@ -26,6 +28,9 @@ use serde_json::json;
 
 use super::body::{full, Body};
 use crate::sched::{Ending, Outcome};
+
+/// The predicted wait of a request refused as predicted late, in ms.
+pub const PREDICTED_WAIT: &str = "x-fabricd-predicted-wait-ms";
 
 /// How an HTTP exchange ended without a result: a domain outcome (from
 /// validation or the scheduler), or a refusal of the HTTP layer's own.
@@ -58,7 +63,10 @@ pub fn status(f: &Failure) -> StatusCode {
             Outcome::ModelLoading { .. }
             | Outcome::ModelNotLoaded { .. }
             | Outcome::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-            Outcome::DeadlineExceeded { .. } => StatusCode::GATEWAY_TIMEOUT,
+            Outcome::DeadlineExceeded { .. } | Outcome::PredictedLate { .. } => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
+            Outcome::Superseded => StatusCode::CONFLICT,
             Outcome::FabricError { .. } => StatusCode::BAD_GATEWAY,
         },
     }
@@ -81,7 +89,10 @@ impl Failure {
                 Outcome::Overloaded { .. } => "overloaded",
                 Outcome::ModelLoading { .. } => "model_loading",
                 Outcome::ModelNotLoaded { .. } => "model_not_loaded",
-                Outcome::DeadlineExceeded { .. } => "deadline_exceeded",
+                Outcome::DeadlineExceeded { .. } | Outcome::PredictedLate { .. } => {
+                    "deadline_exceeded"
+                }
+                Outcome::Superseded => "superseded",
                 Outcome::FabricError { .. } => "fabric_error",
                 Outcome::ShuttingDown => "shutting_down",
             },
@@ -93,6 +104,8 @@ impl Failure {
         match self {
             Failure::Outcome(Outcome::Invalid { code, .. }) => Some(code),
             Failure::Outcome(Outcome::ModelNotFound { .. }) => Some("model_not_found"),
+            Failure::Outcome(Outcome::PredictedLate { .. }) => Some("predicted_late"),
+            Failure::Outcome(Outcome::Superseded) => Some("superseded"),
             Failure::Outcome(_) => None,
             Failure::NotFound { .. } => Some("unknown_url"),
             Failure::MethodNotAllowed { .. } => Some("method_not_allowed"),
@@ -165,8 +178,17 @@ impl Failure {
             h.insert("retry-after-ms", HeaderValue::from(ms as u64));
         }
         match self {
-            Failure::Outcome(Outcome::DeadlineExceeded { .. }) => {
+            // A retried speculative request would be stale: the OpenAI SDK
+            // retries 409 and 5xx unless told not to.
+            Failure::Outcome(Outcome::DeadlineExceeded { .. } | Outcome::Superseded) => {
                 h.insert("x-should-retry", HeaderValue::from_static("false"));
+            }
+            Failure::Outcome(Outcome::PredictedLate { predicted_wait, .. }) => {
+                h.insert("x-should-retry", HeaderValue::from_static("false"));
+                h.insert(
+                    PREDICTED_WAIT,
+                    HeaderValue::from(predicted_wait.as_millis() as u64),
+                );
             }
             Failure::MethodNotAllowed { allow, .. } => {
                 h.insert(ALLOW, HeaderValue::from_static(allow));
@@ -211,6 +233,37 @@ mod tests {
         .response();
         assert_eq!(r.status(), 504);
         assert_eq!(r.headers()["x-should-retry"], "false");
+    }
+
+    #[test]
+    fn superseded_is_a_409_not_to_retry() {
+        let f = Failure::from(Outcome::Superseded);
+        let r = f.response();
+        assert_eq!(r.status(), 409);
+        assert_eq!(r.headers()["x-should-retry"], "false");
+        let e = &f.body()["error"];
+        assert_eq!(
+            (&e["type"], &e["code"]),
+            (&"superseded".into(), &"superseded".into())
+        );
+        assert!(e["param"].is_null());
+        assert_eq!(f.ending(), Ending::Superseded);
+        assert!(f.sse().starts_with(b"data: {\"error\""));
+    }
+
+    #[test]
+    fn predicted_late_says_how_long_and_not_to_retry() {
+        let f = Failure::from(Outcome::PredictedLate {
+            predicted_wait: Duration::from_millis(1234),
+            deadline: Duration::from_millis(1000),
+        });
+        let r = f.response();
+        assert_eq!(r.status(), 504);
+        assert_eq!(r.headers()["x-should-retry"], "false");
+        assert_eq!(r.headers()[PREDICTED_WAIT], "1234");
+        assert_eq!(f.body()["error"]["type"], "deadline_exceeded");
+        assert!(f.message().contains("1234 ms"), "{}", f.message());
+        assert_eq!(f.ending(), Ending::PredictedLate);
     }
 
     #[test]

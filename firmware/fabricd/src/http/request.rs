@@ -13,6 +13,9 @@ use serde_json::{Map, Value};
 
 use crate::sched::Outcome;
 
+/// Longest session id, in bytes.
+pub const MAX_SESSION_LEN: usize = 128;
+
 /// Most stop sequences per request (as the OpenAI API).
 pub const MAX_STOPS: usize = 4;
 /// Longest stop sequence, in bytes.
@@ -33,6 +36,9 @@ pub struct CompletionRequest<'a> {
     pub stream: bool,
     pub include_usage: bool,
     pub user: Option<Cow<'a, str>>,
+    /// The typing session the request belongs to (an extension; see
+    /// [`check_session`]).
+    pub session: Option<Cow<'a, str>>,
     pub deadline_ms: Option<u64>,
     /// Keep generating past the end-of-text token (an extension, as in
     /// vLLM): fixed-length outputs, for benchmarks.
@@ -135,6 +141,8 @@ struct Plain<'a> {
     stream: Option<bool>,
     #[serde(borrow)]
     user: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    session: Option<Cow<'a, str>>,
     deadline_ms: Option<u64>,
     ignore_eos: Option<bool>,
 }
@@ -150,6 +158,7 @@ fn check_plain(p: Plain<'_>) -> Result<CompletionRequest<'_>, Outcome> {
     let max_tokens = check_max_tokens(p.max_tokens)?;
     let temperature = check_temperature(p.temperature)?;
     check_deadline(p.deadline_ms)?;
+    check_session(p.session.as_deref())?;
     Ok(CompletionRequest {
         model: p.model,
         prompt: p.prompt,
@@ -160,6 +169,7 @@ fn check_plain(p: Plain<'_>) -> Result<CompletionRequest<'_>, Outcome> {
         stream: p.stream.unwrap_or(false),
         include_usage: false,
         user: p.user,
+        session: p.session,
         deadline_ms: p.deadline_ms,
         ignore_eos: p.ignore_eos.unwrap_or(false),
     })
@@ -198,6 +208,20 @@ fn check_temperature(temperature: Option<f64>) -> Result<f64, Outcome> {
         ));
     }
     Ok(temperature)
+}
+
+/// A session id (the body's `session`, or the `X-Session-Id` header): 1 to
+/// [`MAX_SESSION_LEN`] bytes. Any string of that size will do: it is only
+/// compared, never parsed or shown.
+pub fn check_session(session: Option<&str>) -> Result<(), Outcome> {
+    match session {
+        Some("") => Err(bad("session", "session is empty")),
+        Some(s) if s.len() > MAX_SESSION_LEN => Err(bad(
+            "session",
+            format!("session is {} bytes; at most {MAX_SESSION_LEN}", s.len()),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn check_deadline(deadline_ms: Option<u64>) -> Result<(), Outcome> {
@@ -345,6 +369,8 @@ fn parse_general(text: &str) -> Result<CompletionRequest<'static>, Outcome> {
         return Err(bad("logit_bias", "logit_bias is not supported"));
     }
     let user = string(&obj, "user")?;
+    let session = string(&obj, "session")?;
+    check_session(session.as_deref())?;
     let deadline_ms = uint(&obj, "deadline_ms")?;
     check_deadline(deadline_ms)?;
     let ignore_eos = boolean(&obj, "ignore_eos")?.unwrap_or(false);
@@ -359,6 +385,7 @@ fn parse_general(text: &str) -> Result<CompletionRequest<'static>, Outcome> {
         stream,
         include_usage,
         user: user.map(Cow::Owned),
+        session: session.map(Cow::Owned),
         deadline_ms,
     })
 }
@@ -437,6 +464,9 @@ mod tests {
                 "deadline_ms",
             ),
             (r#"{"model":7,"prompt":"x"}"#, "model"),
+            (r#"{"model":"kjv","prompt":"x","session":""}"#, "session"),
+            (r#"{"model":"kjv","prompt":"x","session":7}"#, "session"),
+            (r#"{"model":"kjv","prompt":"x","session":["a"]}"#, "session"),
         ] {
             assert_eq!(param(&err(body)), Some(field), "{body}");
         }
@@ -455,6 +485,8 @@ mod tests {
             r#"{"model":"kjv","prompt":"x","temperature":2.5}"#,
             r#"{"model":"kjv","prompt":"x","temperature":-0.5}"#,
             r#"{"model":"kjv","prompt":"x","deadline_ms":0}"#,
+            r#"{"model":"kjv","prompt":"x","session":"typist-7"}"#,
+            r#"{"model":"kjv","prompt":"x","session":""}"#,
         ];
         for body in bodies {
             let typed = parse_plain(body).unwrap_or_else(|| panic!("typed path: {body}"));
@@ -487,6 +519,22 @@ mod tests {
         );
         let twice = parse_completion(br#"{"model":"kjv","prompt":"x","prompt":"y"}"#);
         assert_eq!(twice.map(|r| r.prompt).as_deref(), Ok("y"));
+    }
+
+    #[test]
+    fn a_session_is_one_to_128_bytes() {
+        let long = "s".repeat(MAX_SESSION_LEN);
+        let body = format!(r#"{{"model":"kjv","prompt":"x","session":"{long}"}}"#);
+        let r = parse_completion(body.as_bytes()).expect("128 bytes");
+        assert_eq!(r.session.as_deref(), Some(long.as_str()));
+        let body = format!(r#"{{"model":"kjv","prompt":"x","session":"{long}s"}}"#);
+        assert_eq!(param(&err(&body)), Some("session"));
+        // Multi-byte: counted in bytes.
+        let body = format!(
+            r#"{{"model":"kjv","prompt":"x","session":"{}"}}"#,
+            "é".repeat(65)
+        );
+        assert_eq!(param(&err(&body)), Some("session"));
     }
 
     #[test]

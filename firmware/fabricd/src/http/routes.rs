@@ -155,6 +155,7 @@ pub(super) async fn metrics(app: &App) -> Response<Body> {
         published.in_flight.load(Ordering::Relaxed),
         &published.view().slots,
         counters,
+        (published.typing_counts(), app.typing.figures()),
     );
     let mut r = Response::new(full(text));
     r.headers_mut().insert(

@@ -7,9 +7,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fabric_model::tokenizer::EOS;
 
-use super::completions::Ledger;
+use super::completions::{Head, Ledger};
+use super::instant::{self, Instant, Looked};
 use super::{request, App, DEFAULT_MODEL};
-use crate::sched::{self, Admission, ClientKey, Events, Outcome, ReqId};
+use crate::sched::{self, Admission, ClientKey, Events, Outcome, ReqId, SessionKey};
+use crate::typing::cache::CacheKey;
+use crate::typing::sessions::{Compat, PromptMark};
 
 /// What answering an admitted request needs.
 pub(super) struct Prepared {
@@ -20,18 +23,64 @@ pub(super) struct Prepared {
     pub(super) include_usage: bool,
     pub(super) stop: Vec<String>,
     pub(super) prompt_tokens: usize,
+    pub(super) max_tokens: u32,
     pub(super) events: Events,
+    /// What the typing features need when it ends; boxed, as most requests
+    /// have none.
+    pub(super) ticket: Option<Box<Ticket>>,
+}
+
+/// A request's part in the typing features: its session, its prompt as
+/// the session table remembers it, its cache key, and the join it was
+/// sent on.
+pub(super) struct Ticket {
+    pub(super) session: Option<SessionKey>,
+    pub(super) prompt: PromptMark,
+    pub(super) compat: Compat,
+    pub(super) cache_key: Option<CacheKey>,
+    /// The slots' models when it was admitted.
+    pub(super) epoch: u64,
+    pub(super) join: Option<Joining>,
+}
+
+/// A request sent to join its session's decoding request.
+pub(super) struct Joining {
+    /// The part of its prompt after the joined request's.
+    pub(super) typed: String,
+    /// Itself, to queue on its own if the joined answer does not fit.
+    pub(super) retry: sched::Request,
+}
+
+impl Prepared {
+    /// It ended without an answer: its session has nothing to go on.
+    pub(super) fn failed(&self, app: &App) {
+        if let Some(key) = self.ticket.as_ref().and_then(|t| t.session.as_ref()) {
+            app.typing.sessions().failed(key, self.id);
+        }
+    }
+}
+
+/// Where validation leaves a request.
+// The admission is the common path and is not boxed: moving it costs less
+// than an allocation a request.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Edge {
+    /// To the scheduler.
+    Admit(Admission, Prepared),
+    /// Answered already, from the cache or by typed forward.
+    Answered(Box<Instant>),
 }
 
 /// Validates a body at the edge: its shape, its model, its prompt and
-/// limits against the fabric's, each error naming the field; and makes its
-/// admission (its queue permit taken, or `overloaded` now).
+/// limits against the fabric's, each error naming the field. Then the
+/// typing features may answer it at once (the cache, typed forward);
+/// otherwise it is admitted (its queue permit taken, or `overloaded` now).
 pub(super) fn validate(
     app: &Arc<App>,
     bytes: &[u8],
-    header_deadline: Option<u64>,
+    head: &Head,
     ledger: &mut Ledger,
-) -> Result<(Admission, Prepared), Outcome> {
+) -> Result<Edge, Outcome> {
     let received = ledger.received;
     let request = request::parse_completion(bytes)?;
     // `default` follows rotation: the model loaded most recently.
@@ -94,7 +143,7 @@ pub(super) fn validate(
     }
     let timeout_ms = request
         .deadline_ms
-        .or(header_deadline)
+        .or(head.deadline_ms)
         .unwrap_or(app.config.default_deadline_ms)
         .min(app.config.max_deadline_ms);
     let timeout = Duration::from_millis(timeout_ms);
@@ -106,6 +155,71 @@ pub(super) fn validate(
             .filter(|u| !u.is_empty())
             .map(Arc::from),
     };
+    // The body's session wins over the header's.
+    let session = request
+        .session
+        .as_deref()
+        .or(head.session.as_deref())
+        .map(|id| SessionKey {
+            ip: ledger.ip,
+            id: Arc::from(id),
+        });
+    let id = app.next_id.fetch_add(1, Ordering::Relaxed);
+    // Tokens as they come: a stream, or stop sequences to watch for.
+    let progress = request.stream || !request.stop.is_empty();
+    let params = fabric_hw::shell::Params {
+        max_tokens,
+        temperature: request.temperature,
+        seed: request.seed.unwrap_or_else(|| random_seed(id)),
+        stop_token: if request.ignore_eos {
+            fabric_hw::contract::NO_STOP_TOKEN
+        } else {
+            EOS
+        },
+        stream: progress,
+    };
+    let mut prepared = Prepared {
+        id,
+        model: model_name.clone(),
+        tokenizer,
+        stream: request.stream,
+        include_usage: request.include_usage,
+        stop: request.stop,
+        prompt_tokens: prompt.len(),
+        max_tokens,
+        events: Events::none(),
+        ticket: None,
+    };
+    let typing = &app.typing.settings;
+    let tracked = session.is_some() && (typing.supersede || typing.typed_forward);
+    let cache_key = typing
+        .cache
+        .then(|| CacheKey::of(&model_name, &prompt, &params, request.seed.is_some()))
+        .flatten();
+    let mut join = None;
+    if tracked || cache_key.is_some() {
+        let ticket = Ticket {
+            prompt: app.typing.sessions().mark(&request.prompt),
+            compat: Compat {
+                model: model_name.clone(),
+                temperature_bits: params.temperature.to_bits(),
+                stop_token: params.stop_token,
+            },
+            session: session.clone().filter(|_| tracked),
+            cache_key,
+            epoch: app.sched.published().epoch(),
+            join: None,
+        };
+        match instant::lookup(app, &mut prepared, ticket, &request.prompt)? {
+            Looked::Answered(answer) => return Ok(Edge::Answered(answer)),
+            Looked::Join {
+                target,
+                base,
+                typed,
+            } => join = Some((target, base, typed)),
+            Looked::Admit => {}
+        }
+    }
     // Admission: a permit now, or overloaded now.
     let Ok(permit) = app.permits.clone().try_acquire_owned() else {
         return Err(Outcome::Overloaded {
@@ -113,48 +227,49 @@ pub(super) fn validate(
             reason: format!("the queue is full ({} requests)", app.config.queue_capacity),
         });
     };
-    let id = app.next_id.fetch_add(1, Ordering::Relaxed);
-    // Tokens as they come: a stream, or stop sequences to watch for.
-    let progress = request.stream || !request.stop.is_empty();
-    let (tx, events) = sched::events(progress);
+    // A join hears `Joined` before its end: a channel for more than one
+    // event.
+    let (tx, events) = sched::events(progress || join.is_some());
+    prepared.events = events;
+    let request = sched::Request {
+        model: model_name,
+        client,
+        prompt,
+        params,
+        // A stream must know before its 200; with stop sequences the
+        // answer may end before `Finished`, so it learns its slot early.
+        announce: progress,
+        deadline: received + timeout,
+        timeout,
+        received,
+        session,
+        join: join.as_ref().map(|(target, _, _)| *target),
+        front: false,
+    };
+    if let Some(ticket) = prepared.ticket.as_mut() {
+        if let Some(key) = &ticket.session {
+            // What it works on: its own prompt, or the joined request's.
+            let base = join.as_ref().map_or(ticket.prompt, |(_, base, _)| *base);
+            let joinable = !progress;
+            let compat = ticket.compat.clone();
+            app.typing
+                .sessions()
+                .admitted(key.clone(), id, base, joinable, compat);
+        }
+        if let Some((_, _, typed)) = join {
+            ticket.join = Some(Joining {
+                typed,
+                retry: request.clone(),
+            });
+        }
+    }
     let adm = Admission {
         id,
-        request: sched::Request {
-            model: model_name.clone(),
-            client,
-            prompt,
-            params: fabric_hw::shell::Params {
-                max_tokens,
-                temperature: request.temperature,
-                seed: request.seed.unwrap_or_else(|| random_seed(id)),
-                stop_token: if request.ignore_eos {
-                    fabric_hw::contract::NO_STOP_TOKEN
-                } else {
-                    EOS
-                },
-                stream: progress,
-            },
-            // A stream must know before its 200; with stop sequences the
-            // answer may end before `Finished`, so it learns its slot early.
-            announce: progress,
-            deadline: received + timeout,
-            timeout,
-            received,
-        },
+        request,
         events: tx,
         permit: Some(permit),
     };
-    let prepared = Prepared {
-        id,
-        model: model_name,
-        tokenizer,
-        stream: request.stream,
-        include_usage: request.include_usage,
-        stop: request.stop,
-        prompt_tokens: adm.request.prompt.len(),
-        events,
-    };
-    Ok((adm, prepared))
+    Ok(Edge::Admit(adm, prepared))
 }
 
 /// The client's address: the peer, or the first `X-Forwarded-For` entry

@@ -286,6 +286,20 @@ impl Rotator {
         Ok(start.elapsed())
     }
 
+    /// Makes `slot` hold `model` (the configuration's `slot_models`):
+    /// nothing if it does already, else a load into that slot. `None` when
+    /// nothing was loaded.
+    pub async fn hold(&self, slot: u8, model: &str) -> Result<Option<LoadReport>, RotationError> {
+        self.slot_exists(slot)?;
+        let holds = self.views().iter().any(|v| {
+            v.index == slot && v.state == SlotState::Ready && v.model.as_deref() == Some(model)
+        });
+        if holds {
+            return Ok(None);
+        }
+        self.load(model, Some(slot), false, false).await.map(Some)
+    }
+
     /// Loads `model` into `slot` (or the slot make-before-break picks), or
     /// into the whole fabric (`full`, or where there are no overlays).
     pub async fn load(

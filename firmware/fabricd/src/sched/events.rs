@@ -91,6 +91,14 @@ impl Events {
     }
 }
 
+impl Events {
+    /// A receiver that hears nothing, for a request not yet (or never)
+    /// sent: no allocation.
+    pub fn none() -> Events {
+        Events(Rx::Over)
+    }
+}
+
 /// A request's event channel: for its end only, or (`more`) for every
 /// event it asked to hear.
 pub fn events(more: bool) -> (EventSender, Events) {
@@ -111,6 +119,11 @@ pub enum ReqEvent {
     Queued,
     /// It reached the fabric. Only if it asked to be announced.
     Started { slot: u8, queued: Duration },
+    /// It took over its session's earlier request, which is decoding (see
+    /// [`Request::join`](super::Request::join)): what it hears next is that
+    /// request's output, for that request's prompt. Only a request sent to
+    /// join hears it, on a channel for every event.
+    Joined { slot: u8 },
     /// More output tokens.
     Tokens(Vec<u32>),
     /// The fabric finished it.

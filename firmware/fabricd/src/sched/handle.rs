@@ -10,9 +10,9 @@ use std::time::Duration;
 use fabric_hw::shell::{Counters, ShellInfo};
 use tokio::sync::{mpsc, oneshot};
 
-use super::request::{Admission, ReqId};
+use super::request::{Admission, ReqId, SessionKey};
 use super::slots::FabricView;
-use super::state::State;
+use super::state::{State, TypingCounts};
 
 /// What the scheduler publishes: figures read on every request, and the
 /// fabric's view, replaced whole when it changes. The HTTP side reads the
@@ -23,6 +23,15 @@ pub struct Published {
     pub in_flight: AtomicUsize,
     /// Completions per second, an exponentially weighted average (f64 bits).
     pub(super) rate: AtomicU64,
+    /// Moves whenever a slot's model or image changes (a load begins or
+    /// ends, the shell says so): what was computed for the models before
+    /// (the completion cache) is stale.
+    epoch: AtomicU64,
+    /// [`TypingCounts`], as last published.
+    superseded_queued: AtomicU64,
+    superseded_running: AtomicU64,
+    joined: AtomicU64,
+    predicted_late: AtomicU64,
     view: Mutex<Arc<FabricView>>,
     /// What the shell reported when it was attached.
     pub info: ShellInfo,
@@ -36,6 +45,11 @@ impl Published {
             queued: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             rate: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
+            superseded_queued: AtomicU64::new(0),
+            superseded_running: AtomicU64::new(0),
+            joined: AtomicU64::new(0),
+            predicted_late: AtomicU64::new(0),
             view: Mutex::new(Arc::new(view)),
             info,
             device,
@@ -45,6 +59,21 @@ impl Published {
     /// Completions per second lately.
     pub fn rate(&self) -> f64 {
         f64::from_bits(self.rate.load(Ordering::Relaxed))
+    }
+
+    /// The slots' models' generation: see the field.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// What the typing features did, as last published.
+    pub fn typing_counts(&self) -> TypingCounts {
+        TypingCounts {
+            superseded_queued: self.superseded_queued.load(Ordering::Relaxed),
+            superseded_running: self.superseded_running.load(Ordering::Relaxed),
+            joined: self.joined.load(Ordering::Relaxed),
+            predicted_late: self.predicted_late.load(Ordering::Relaxed),
+        }
     }
 
     /// The fabric and its slots, as last published.
@@ -70,6 +99,14 @@ impl Published {
     pub(super) fn publish(&self, state: &State) {
         self.queued.store(state.queued(), Ordering::Relaxed);
         self.in_flight.store(state.in_flight(), Ordering::Relaxed);
+        let c = state.typing_counts();
+        self.superseded_queued
+            .store(c.superseded_queued, Ordering::Relaxed);
+        self.superseded_running
+            .store(c.superseded_running, Ordering::Relaxed);
+        self.joined.store(c.joined, Ordering::Relaxed);
+        self.predicted_late
+            .store(c.predicted_late, Ordering::Relaxed);
     }
 
     /// The slots change only on commands and shell events; copying them
@@ -78,6 +115,17 @@ impl Published {
         let view = state.view();
         let mut guard = self.view.lock().unwrap_or_else(PoisonError::into_inner);
         if **guard != view {
+            let models = |v: &FabricView| {
+                v.slots
+                    .iter()
+                    .map(|s| (s.model.clone(), s.hash.clone()))
+                    .collect::<Vec<_>>()
+            };
+            if models(&guard) != models(&view) {
+                // Before the new view is seen: whoever sees it also sees
+                // the epoch move.
+                self.epoch.fetch_add(1, Ordering::Release);
+            }
             *guard = Arc::new(view);
         }
     }
@@ -127,15 +175,24 @@ pub(super) enum Command {
     },
 }
 
+/// A request taken back by the edge.
+#[derive(Debug)]
+pub(super) enum Withdraw {
+    /// Its client went away, or a stop sequence matched.
+    Cancel(ReqId),
+    /// Its session moved on without the scheduler.
+    Supersede { session: SessionKey, by: ReqId },
+}
+
 /// How the edge reaches the scheduler: admissions and cancels, and what it
 /// publishes.
 #[derive(Debug, Clone)]
 pub struct Handle {
     pub(super) admit: mpsc::Sender<Admission>,
-    /// Cancels are bounded by the admitted requests (each sends at most
-    /// one), which the admission semaphore bounds: unbounded here cannot
-    /// grow past it.
-    pub(super) cancel: mpsc::UnboundedSender<ReqId>,
+    /// Cancels and supersedes are bounded by the admitted requests (each
+    /// is the subject of at most one of each), which the admission
+    /// semaphore bounds: unbounded here cannot grow past it.
+    pub(super) cancel: mpsc::UnboundedSender<Withdraw>,
     pub(super) control: Control,
 }
 
@@ -147,7 +204,13 @@ impl Handle {
 
     /// The client no longer wants request `id`.
     pub fn cancel(&self, id: ReqId) {
-        let _ = self.cancel.send(id);
+        let _ = self.cancel.send(Withdraw::Cancel(id));
+    }
+
+    /// Request `by` of `session` was answered at the edge (cache, typed
+    /// forward): the session's older unanswered request is stale.
+    pub fn supersede(&self, session: SessionKey, by: ReqId) {
+        let _ = self.cancel.send(Withdraw::Supersede { session, by });
     }
 
     pub fn published(&self) -> &Published {

@@ -21,8 +21,16 @@
 //! - Contexts are conserved: a context is free, or held by exactly one
 //!   running request until the fabric says it is done (a cancelled or
 //!   expired request keeps its context until then).
-//! - Per model, clients take turns (round-robin over clients with waiting
-//!   requests); one client's requests run in arrival order.
+//! - Per model and class (interactive, bulk: see `policy`), clients take
+//!   turns (round-robin over clients with waiting requests); one client's
+//!   requests of a class run in arrival order. Interactive requests go
+//!   first unless a bulk one has waited past the ageing; bulk requests
+//!   never hold the lanes a slot reserves for interactive ones.
+//! - A typing session has at most one request unanswered: a newer one
+//!   supersedes it, taking its place in line or its decoding (`sessions`).
+//! - A request predicted to finish past its deadline is refused before it
+//!   queues, from what waits ahead of it and the model's service rate
+//!   measured at capacity (`policy`).
 //! - A slot's state has one owner, this task: what the shell holds (read
 //!   from its registers when the shell signals a change, after a load and
 //!   after a reset), whether it takes work, what is being loaded into it
@@ -33,17 +41,23 @@
 mod events;
 mod handle;
 mod outcome;
+mod policy;
 #[cfg(test)]
 mod props;
+mod queue;
 mod request;
+mod sessions;
 mod slots;
 mod state;
 mod task;
+#[cfg(test)]
+mod typing_tests;
 
 pub use events::{events, EventSender, Events, ReqEvent};
 pub use handle::{Control, Handle, Published};
 pub use outcome::{Ending, Outcome};
-pub use request::{Admission, ClientKey, ReqId, Request};
+pub use policy::Policy;
+pub use request::{Admission, ClientKey, ReqId, Request, SessionKey};
 pub use slots::{FabricState, FabricView, ShellSlot, SlotView};
-pub use state::{Finished, Refusal, State};
+pub use state::{Finished, Refusal, State, TypingCounts};
 pub use task::{spawn, Scheduler};

@@ -29,6 +29,15 @@ pub enum Outcome {
     ModelNotLoaded { model: String },
     /// The request's deadline passed first.
     DeadlineExceeded { deadline: Duration },
+    /// Refused before it queued: what waits ahead of it, at the measured
+    /// service rate, would finish it past its deadline.
+    PredictedLate {
+        predicted_wait: Duration,
+        deadline: Duration,
+    },
+    /// A newer request of the same typing session replaced it: its answer
+    /// would be stale.
+    Superseded,
     /// The fabric refused, corrupted or lost the request, or failed.
     FabricError { message: String },
     /// The daemon is stopping.
@@ -54,6 +63,8 @@ impl Outcome {
             Outcome::ModelLoading { .. } => Ending::ModelLoading,
             Outcome::ModelNotLoaded { .. } => Ending::ModelNotLoaded,
             Outcome::DeadlineExceeded { .. } => Ending::DeadlineExceeded,
+            Outcome::PredictedLate { .. } => Ending::PredictedLate,
+            Outcome::Superseded => Ending::Superseded,
             Outcome::FabricError { .. } => Ending::FabricError,
             Outcome::ShuttingDown => Ending::ShuttingDown,
         }
@@ -88,6 +99,18 @@ impl Outcome {
                     deadline.as_millis()
                 )
             }
+            Outcome::PredictedLate {
+                predicted_wait,
+                deadline,
+            } => format!(
+                "refused at once: the requests ahead of it would take about {} ms at the measured service rate, \
+                 so it would not finish within its deadline of {} ms",
+                predicted_wait.as_millis(),
+                deadline.as_millis()
+            ),
+            Outcome::Superseded => {
+                "superseded by a newer request of the same session; this answer would be stale".into()
+            }
             Outcome::FabricError { message } => {
                 format!("the fabric failed this request: {message}")
             }
@@ -105,6 +128,10 @@ pub enum Ending {
     Cancelled,
     Overloaded,
     DeadlineExceeded,
+    /// Refused at once: predicted to finish past its deadline.
+    PredictedLate,
+    /// Replaced by a newer request of its typing session.
+    Superseded,
     /// Bad input of any kind (a field, the body, the path, the method).
     InvalidRequest,
     ModelNotFound,
@@ -116,11 +143,13 @@ pub enum Ending {
 
 impl Ending {
     /// Every ending, in the order metrics list them.
-    pub const ALL: [Ending; 10] = [
+    pub const ALL: [Ending; 12] = [
         Ending::Ok,
         Ending::Cancelled,
         Ending::Overloaded,
         Ending::DeadlineExceeded,
+        Ending::PredictedLate,
+        Ending::Superseded,
         Ending::InvalidRequest,
         Ending::ModelNotFound,
         Ending::ModelLoading,
@@ -136,6 +165,8 @@ impl Ending {
             Ending::Cancelled => "cancelled",
             Ending::Overloaded => "overloaded",
             Ending::DeadlineExceeded => "deadline_exceeded",
+            Ending::PredictedLate => "predicted_late",
+            Ending::Superseded => "superseded",
             Ending::InvalidRequest => "invalid_request",
             Ending::ModelNotFound => "model_not_found",
             Ending::ModelLoading => "model_loading",

@@ -22,11 +22,20 @@ pub struct ClientKey {
     pub user: Option<Arc<str>>,
 }
 
+/// A typing session: the id a request named, within the client's address
+/// (the same id from another address is another session, so no one can
+/// supersede another's requests by guessing its id).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SessionKey {
+    pub ip: IpAddr,
+    pub id: Arc<str>,
+}
+
 /// A request checked at the edge: a model of the catalog, a prompt of
 /// tokens within the fabric's limits, the fabric's parameters. The HTTP
 /// layer builds it (its errors name the field); the scheduler hands its
 /// prompt and parameters to the rings as they are, without a copy.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Request {
     pub model: Arc<str>,
     pub client: ClientKey,
@@ -42,6 +51,15 @@ pub struct Request {
     /// The deadline as the request gave it, for its answer.
     pub timeout: Duration,
     pub received: Instant,
+    /// Its typing session: a newer request of it supersedes this one.
+    pub session: Option<SessionKey>,
+    /// Take over this earlier request of the session if it is decoding
+    /// (its prompt is a start of this one's): the fabric's work for it is
+    /// not repeated. If it is not decoding, this one is queued as usual.
+    pub join: Option<ReqId>,
+    /// Queue at the head of its client's turn: it has had its turn already
+    /// (a join whose output turned out not to fit).
+    pub front: bool,
 }
 
 impl Request {

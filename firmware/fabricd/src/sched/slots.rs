@@ -99,6 +99,8 @@ pub(super) struct Slot {
     pub loaded_at: Option<Instant>,
     /// Free decode contexts.
     pub free: Vec<u16>,
+    /// Contexts held by bulk requests (see `policy`).
+    pub bulk: usize,
     /// Told when the slot's last running request leaves.
     pub drained: Vec<oneshot::Sender<()>>,
 }
@@ -109,6 +111,7 @@ impl Slot {
         Slot {
             free: (base..base + lanes as u16).rev().collect(),
             shell,
+            bulk: 0,
             accepting: true,
             loading: None,
             loaded_at: None,

@@ -1,6 +1,9 @@
 //! The scheduler's state: plain data, no tokio, tested on its own.
+//!
+//! Its policy ([`Policy`]) says how work is ordered and admitted; the
+//! typing sessions' part of it (supersede, join) is `sessions`.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,7 +13,10 @@ use tokio::sync::oneshot;
 
 use super::events::ReqEvent;
 use super::outcome::Outcome;
-use super::request::{Admission, ClientKey, ReqId};
+use super::policy::{Class, Policy, ServiceMeter};
+use super::queue::{ModelQueue, Place};
+use super::request::{Admission, ReqId, SessionKey};
+use super::sessions::Inherited;
 use super::slots::{FabricState, FabricView, ShellSlot, Slot};
 use crate::fabric::{Done, DriverEvent};
 
@@ -18,24 +24,28 @@ use crate::fabric::{Done, DriverEvent};
 /// ours (ids, tags, model names) or a client's address and `user`;
 /// foldhash is several times faster than std's SipHash on them, and still
 /// seeded per process, so a client cannot choose colliding keys.
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(super) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 #[derive(Debug)]
-struct Running {
-    adm: Admission,
-    ctx: u16,
-    slot: u8,
+pub(super) struct Running {
+    pub adm: Admission,
+    pub ctx: u16,
+    pub slot: u8,
     /// How long it waited for its context.
-    queued: Duration,
-    /// Answered already (deadline or cancel): only the context is held.
-    answered: bool,
+    pub queued: Duration,
+    /// Answered already (deadline, cancel or supersede): only the context
+    /// is held.
+    pub answered: bool,
+    /// Counted among its slot's bulk contexts.
+    pub bulk: bool,
 }
 
-#[derive(Debug, Default)]
-struct ModelQueue {
-    /// Clients with waiting requests, in turn order.
-    turns: VecDeque<ClientKey>,
-    per_client: Map<ClientKey, VecDeque<ReqId>>,
+/// A request waiting for a context, and where.
+#[derive(Debug)]
+pub(super) struct Waiting {
+    pub adm: Admission,
+    pub class: Class,
+    pub place: Place,
 }
 
 /// What [`State::admit`] refused, with the request handed back.
@@ -63,20 +73,54 @@ impl Finished {
     }
 }
 
+/// What the scheduler counts of the typing features, for `/metrics`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TypingCounts {
+    /// Superseded while waiting (or arriving after a newer one).
+    pub superseded_queued: u64,
+    /// Superseded while on the fabric: cancelled there.
+    pub superseded_running: u64,
+    /// Took over their session's decoding request.
+    pub joined: u64,
+    /// Refused at once as predicted to be late.
+    pub predicted_late: u64,
+}
+
+/// A model's service meter and the contexts freed since it last ticked.
+#[derive(Debug, Default)]
+pub(super) struct Meter {
+    pub meter: ServiceMeter,
+    pub freed: u32,
+}
+
 /// The scheduler's state: the slots, the queues and what runs.
 #[derive(Debug)]
 pub struct State {
-    slots: Vec<Slot>,
+    pub(super) policy: Policy,
+    pub(super) slots: Vec<Slot>,
     fabric: FabricState,
     /// The model `default` names, once set.
     default: Option<Arc<str>>,
-    queues: Map<Arc<str>, ModelQueue>,
-    waiting: Map<ReqId, Admission>,
-    /// By tag. A request is found here by its id only to cancel or expire
-    /// it, by a scan: there are no more entries than fabric contexts, and
-    /// a second map kept for that was two hash operations a request.
-    running: Map<u32, Running>,
-    deadlines: BTreeSet<(Instant, ReqId)>,
+    pub(super) queues: Map<Arc<str>, ModelQueue>,
+    pub(super) waiting: Map<ReqId, Waiting>,
+    /// Who holds a place now, where that is not the request the place is
+    /// named after (it took it over by superseding; see `queue`).
+    pub(super) holders: Map<ReqId, ReqId>,
+    /// By tag. A request is found here by its id only to cancel, expire or
+    /// supersede it, by a scan: there are no more entries than fabric
+    /// contexts, and a second map kept for that was two hash operations a
+    /// request.
+    pub(super) running: Map<u32, Running>,
+    pub(super) deadlines: BTreeSet<(Instant, ReqId)>,
+    /// Per typing session, its request not yet answered (waiting or
+    /// running). An entry leaves with its request, so there are never more
+    /// than admitted requests: the queue's capacity bounds the table.
+    pub(super) sessions: Map<SessionKey, ReqId>,
+    /// Cancels for the fabric decided while admitting (a supersede), taken
+    /// by the task.
+    pub(super) cancels: Vec<(u16, u32)>,
+    pub(super) meters: Map<Arc<str>, Meter>,
+    pub(super) counts: TypingCounts,
     next_tag: u32,
     /// Expected time to load a model, for `model_loading` answers.
     load_estimate: Duration,
@@ -84,16 +128,27 @@ pub struct State {
 
 impl State {
     /// A scheduler for the shell's slots, with `contexts` decode contexts
-    /// each.
+    /// each, and none of the typing features ([`Policy::base`]).
     pub fn new(slots: Vec<ShellSlot>, contexts: usize) -> State {
+        State::with_policy(slots, contexts, Policy::base(contexts))
+    }
+
+    /// The same, with a policy.
+    pub fn with_policy(slots: Vec<ShellSlot>, contexts: usize, policy: Policy) -> State {
         State {
+            policy,
             slots: slots.into_iter().map(|s| Slot::new(s, contexts)).collect(),
             fabric: FabricState::Attached,
             default: None,
             queues: Map::default(),
             waiting: Map::default(),
+            holders: Map::default(),
             running: Map::default(),
             deadlines: BTreeSet::new(),
+            sessions: Map::default(),
+            cancels: Vec::new(),
+            meters: Map::default(),
+            counts: TypingCounts::default(),
             next_tag: 1,
             load_estimate: Duration::from_secs(5),
         }
@@ -108,6 +163,11 @@ impl State {
     /// context until the fabric confirms the cancel).
     pub fn in_flight(&self) -> usize {
         self.running.len()
+    }
+
+    /// What the typing features did so far.
+    pub fn typing_counts(&self) -> TypingCounts {
+        self.counts
     }
 
     /// What is published about the fabric.
@@ -133,18 +193,33 @@ impl State {
         self.deadlines.iter().next().map(|(t, _)| *t)
     }
 
-    /// Queues a request, or says why not.
+    /// Whether slot `i` serves its model: with `every_slot` off, only the
+    /// lowest-numbered slot that holds it ready and takes work does.
+    pub(super) fn serves(&self, i: usize) -> bool {
+        if self.policy.every_slot {
+            return true;
+        }
+        let Some(model) = self.slots[i].model() else {
+            return false;
+        };
+        !self.slots[..i]
+            .iter()
+            .any(|s| s.model() == Some(model) && s.accepting && s.state() == SlotState::Ready)
+    }
+
+    /// Queues a request, or says why not. A request its session made stale
+    /// already is answered `superseded` here (and `Ok` returned).
     pub fn admit(&mut self, mut adm: Admission, now: Instant) -> Result<(), Box<Refusal>> {
         if adm.events.is_closed() {
             // The client went away before its admission got here (its
             // cancel may even have overtaken it): nothing to queue.
             return Ok(());
         }
-        let model = &adm.request.model;
+        let model = adm.request.model.clone();
         let serving = || {
             self.slots
                 .iter()
-                .filter(|s| s.model() == Some(model))
+                .filter(|s| s.model() == Some(&model))
                 .map(Slot::state)
         };
         let refuse = |adm: Admission, outcome: Outcome| {
@@ -175,62 +250,212 @@ impl State {
             };
             return refuse(adm, outcome);
         }
+        // Its session: the older request is stale now (or this one is).
+        let mut inherited = None;
+        if adm.request.session.is_some() {
+            match self.take_session(adm) {
+                None => return Ok(()),
+                Some((a, place)) => {
+                    adm = a;
+                    inherited = place;
+                }
+            }
+        }
+        let class = self.policy.class(&adm.request.params);
+        // It keeps the superseded one's place if it waits in the same line.
+        let inherited = inherited.filter(|i| i.model == model && i.class == class);
+        if self.policy.predictive {
+            if let Some(wait) = self.predicted_wait(&adm, class, inherited.as_ref()) {
+                let own = self
+                    .policy
+                    .service_time(adm.request.prompt.len(), &adm.request.params);
+                if now + wait + own > adm.request.deadline {
+                    self.counts.predicted_late += 1;
+                    let outcome = Outcome::PredictedLate {
+                        predicted_wait: wait,
+                        deadline: adm.request.timeout,
+                    };
+                    return refuse(adm, outcome);
+                }
+            }
+        }
         self.deadlines.insert((adm.request.deadline, adm.id));
         if adm.request.announce {
             let _ = adm.events.try_send(ReqEvent::Queued);
         }
-        self.enqueue(adm, false);
+        if let Some(key) = &adm.request.session {
+            self.sessions.insert(key.clone(), adm.id);
+        }
+        match inherited {
+            Some(i) => {
+                self.holders.insert(i.place.id, adm.id);
+                if let Some(q) = self.queues.get_mut(&model) {
+                    q.held(class);
+                }
+                self.waiting.insert(
+                    adm.id,
+                    Waiting {
+                        adm,
+                        class,
+                        place: i.place,
+                    },
+                );
+            }
+            None => {
+                let front = adm.request.front;
+                self.enqueue(adm, class, front);
+            }
+        }
         Ok(())
     }
 
-    /// Queues at the back of its client's list, or (`front`) at the head:
-    /// a request the fabric bounced is next in line again.
-    fn enqueue(&mut self, adm: Admission, front: bool) {
+    /// About how long a request of `class` would wait for a context: `None`
+    /// if one would take it at once. From the requests ahead of it and the
+    /// model's service rate, measured at capacity, or else the fabric's
+    /// nominal rate for requests like this one.
+    fn predicted_wait(
+        &self,
+        adm: &Admission,
+        class: Class,
+        inherited: Option<&Inherited>,
+    ) -> Option<Duration> {
         let r = &adm.request;
-        let q = self.queues.entry(r.model.clone()).or_default();
-        let list = q.per_client.entry(r.client.clone()).or_default();
-        if list.is_empty() {
-            if front {
-                q.turns.push_front(r.client.clone());
-            } else {
-                q.turns.push_back(r.client.clone());
+        let (client, place) = match inherited {
+            Some(i) => (&i.client, Some(i.place)),
+            None => (&r.client, None),
+        };
+        let mut ahead = 0;
+        if let Some(q) = self.queues.get(&r.model) {
+            ahead = q.ahead(class, client, place);
+            if class == Class::Bulk {
+                ahead += q.live(Class::Interactive);
             }
         }
-        if front {
-            list.push_front(adm.id);
-        } else {
-            list.push_back(adm.id);
+        let mut free = 0;
+        let mut slots = 0;
+        for (i, s) in self.slots.iter().enumerate() {
+            if s.model() != Some(&r.model) || s.state() != SlotState::Ready || !self.serves(i) {
+                continue;
+            }
+            slots += 1;
+            if !s.accepting {
+                continue;
+            }
+            free += match class {
+                Class::Bulk if self.policy.interactive_first => s
+                    .free
+                    .len()
+                    .min(self.policy.bulk_contexts.saturating_sub(s.bulk)),
+                _ => s.free.len(),
+            };
         }
-        self.waiting.insert(adm.id, adm);
+        if ahead < free {
+            return None;
+        }
+        let rate = self
+            .meters
+            .get(&r.model)
+            .and_then(|m| m.meter.rate())
+            .unwrap_or_else(|| {
+                let t = self.policy.service_time(r.prompt.len(), &r.params);
+                (slots.max(1) * self.policy.lanes) as f64 / t.as_secs_f64().max(1e-6)
+            });
+        let wait = (ahead + 1 - free) as f64 / rate.max(1e-3);
+        Some(Duration::from_secs_f64(wait.min(3600.0)))
     }
 
-    /// The next waiting request for `model`, in turn order.
-    fn pop(&mut self, model: &Arc<str>) -> Option<Admission> {
-        let q = self.queues.get_mut(model)?;
-        while let Some(client) = q.turns.pop_front() {
-            let Some(list) = q.per_client.get_mut(&client) else {
-                continue;
-            };
-            while let Some(id) = list.pop_front() {
-                if let Some(adm) = self.waiting.remove(&id) {
-                    if adm.events.is_closed() {
-                        // Its client went away and the cancel is still on
-                        // its way: it never reaches the fabric.
-                        self.deadlines.remove(&(adm.request.deadline, id));
-                        continue;
-                    }
-                    if list.is_empty() {
-                        q.per_client.remove(&client);
-                    } else {
-                        q.turns.push_back(client);
-                    }
-                    return Some(adm);
-                }
-                // Cancelled or expired while waiting: skip.
-            }
-            q.per_client.remove(&client);
+    /// Queues at the back of its client's line, or (`front`) at the head:
+    /// a request the fabric bounced is next in line again.
+    pub(super) fn enqueue(&mut self, adm: Admission, class: Class, front: bool) {
+        let r = &adm.request;
+        let q = self.queues.entry(r.model.clone()).or_default();
+        let place = q.push(class, &r.client, adm.id, front);
+        self.waiting.insert(adm.id, Waiting { adm, class, place });
+    }
+
+    /// Takes a waiting request out (to answer it): its deadline, its place
+    /// in the count and its session go with it.
+    pub(super) fn take_waiting(&mut self, id: ReqId) -> Option<Waiting> {
+        let w = self.waiting.remove(&id)?;
+        self.deadlines.remove(&(w.adm.request.deadline, id));
+        if let Some(q) = self.queues.get_mut(&w.adm.request.model) {
+            q.left(w.class);
         }
-        None
+        self.forget(&w.adm);
+        Some(w)
+    }
+
+    /// Its session no longer waits on `adm` (answered, or gone).
+    pub(super) fn forget(&mut self, adm: &Admission) {
+        if let Some(key) = &adm.request.session {
+            if self.sessions.get(key) == Some(&adm.id) {
+                self.sessions.remove(key);
+            }
+        }
+    }
+
+    /// The next waiting request for `model` that a slot may start: a bulk
+    /// one only if `bulk_ok`, interactive ones first unless the bulk one
+    /// at the head has waited past the ageing.
+    fn pop(&mut self, model: &Arc<str>, bulk_ok: bool, now: Instant) -> Option<Waiting> {
+        let aged = bulk_ok && self.bulk_aged(model, now);
+        let order: &[Class] = match (aged, bulk_ok) {
+            (true, _) => &[Class::Bulk, Class::Interactive],
+            (false, true) => &[Class::Interactive, Class::Bulk],
+            (false, false) => &[Class::Interactive],
+        };
+        order.iter().find_map(|&c| self.pop_class(model, c))
+    }
+
+    /// Whether the bulk request at the head of `model`'s line has waited
+    /// past the ageing.
+    fn bulk_aged(&self, model: &Arc<str>, now: Instant) -> bool {
+        let Some(place) = self.queues.get(model).and_then(|q| q.peek(Class::Bulk)) else {
+            return false;
+        };
+        let holder = self.holders.get(&place.id).copied().unwrap_or(place.id);
+        self.waiting.get(&holder).is_some_and(|w| {
+            now.saturating_duration_since(w.adm.request.received) >= self.policy.ageing
+        })
+    }
+
+    fn pop_class(&mut self, model: &Arc<str>, class: Class) -> Option<Waiting> {
+        // Clients that went away while their request waited, the cancel
+        // still on its way: dropped here, so it never reaches the fabric.
+        let mut gone = Vec::new();
+        // Places found empty, whose holder entry goes with them.
+        let mut dropped = Vec::new();
+        let (holders, waiting) = (&self.holders, &self.waiting);
+        let place = self.queues.get_mut(model)?.pop(class, |place| {
+            let holder = holders.get(&place.id).copied().unwrap_or(place.id);
+            // Cancelled, expired or superseded elsewhere: the place is
+            // empty.
+            let held = match waiting.get(&holder) {
+                Some(w) if w.place == place && w.adm.events.is_closed() => {
+                    gone.push(holder);
+                    false
+                }
+                Some(w) => w.place == place,
+                None => false,
+            };
+            if !held {
+                dropped.push(place.id);
+            }
+            held
+        });
+        for id in gone {
+            self.take_waiting(id);
+        }
+        for id in dropped {
+            self.holders.remove(&id);
+        }
+        let place = place?;
+        let holder = self.holders.remove(&place.id).unwrap_or(place.id);
+        let w = self.waiting.remove(&holder)?;
+        if let Some(q) = self.queues.get_mut(model) {
+            q.left(class);
+        }
+        Some(w)
     }
 
     fn tag(&mut self) -> u32 {
@@ -250,15 +475,25 @@ impl State {
             return;
         }
         for i in 0..self.slots.len() {
+            if !self.serves(i) {
+                continue;
+            }
             while self.slots[i].takes_work() {
                 let Some(model) = self.slots[i].model().cloned() else {
                     break;
                 };
-                let Some(mut adm) = self.pop(&model) else {
+                let bulk_ok = !self.policy.interactive_first
+                    || self.slots[i].bulk < self.policy.bulk_contexts;
+                let Some(w) = self.pop(&model, bulk_ok, now) else {
                     break;
                 };
+                let mut adm = w.adm;
+                let bulk = w.class == Class::Bulk;
                 let slot = &mut self.slots[i];
                 let Some(ctx) = slot.free.pop() else { break };
+                if bulk {
+                    slot.bulk += 1;
+                }
                 let index = slot.index();
                 let tag = self.tag();
                 let queued = now.saturating_duration_since(adm.request.received);
@@ -276,6 +511,7 @@ impl State {
                         slot: index,
                         queued,
                         answered: false,
+                        bulk,
                     },
                 );
                 started.push(tag);
@@ -293,16 +529,27 @@ impl State {
     /// The client no longer wants request `id`: a running one's `(ctx,
     /// tag)` to cancel on the fabric.
     pub fn cancel(&mut self, id: ReqId) -> Option<(u16, u32)> {
-        if let Some(adm) = self.waiting.remove(&id) {
-            self.deadlines.remove(&(adm.request.deadline, id));
+        if self.take_waiting(id).is_some() {
             return None;
         }
         let (&tag, r) = self.running.iter_mut().find(|(_, r)| r.adm.id == id)?;
+        let ctx = r.ctx;
         if !r.answered {
             r.answered = true;
             self.deadlines.remove(&(r.adm.request.deadline, id));
+            if let Some(key) = &r.adm.request.session {
+                if self.sessions.get(key) == Some(&id) {
+                    self.sessions.remove(key);
+                }
+            }
         }
-        Some((r.ctx, tag))
+        Some((ctx, tag))
+    }
+
+    /// Cancels for the fabric decided outside [`State::cancel`] and
+    /// [`State::expire`] (a request superseded while running).
+    pub fn take_cancels(&mut self, into: &mut Vec<(u16, u32)>) {
+        into.append(&mut self.cancels);
     }
 
     /// Answers every request whose deadline is at or before `now`; the
@@ -313,11 +560,12 @@ impl State {
                 break;
             }
             self.deadlines.remove(&(when, id));
-            if let Some(mut adm) = self.waiting.remove(&id) {
-                let _ = adm
+            if let Some(mut w) = self.take_waiting(id) {
+                let _ = w
+                    .adm
                     .events
                     .try_send(ReqEvent::Failed(Outcome::DeadlineExceeded {
-                        deadline: adm.request.timeout,
+                        deadline: w.adm.request.timeout,
                     }));
                 continue;
             }
@@ -331,6 +579,11 @@ impl State {
                             deadline: r.adm.request.timeout,
                         }));
                     cancels.push((r.ctx, tag));
+                    if let Some(key) = &r.adm.request.session {
+                        if self.sessions.get(key) == Some(&id) {
+                            self.sessions.remove(key);
+                        }
+                    }
                 }
             }
         }
@@ -339,9 +592,17 @@ impl State {
     fn release(&mut self, tag: u32) -> Option<Running> {
         let r = self.running.remove(&tag)?;
         self.deadlines.remove(&(r.adm.request.deadline, r.adm.id));
+        self.forget(&r.adm);
+        self.meters
+            .entry(r.adm.request.model.clone())
+            .or_default()
+            .freed += 1;
         let still = self.running_in(r.slot);
         if let Some(slot) = self.slots.iter_mut().find(|s| s.index() == r.slot) {
             slot.free.push(r.ctx);
+            if r.bulk {
+                slot.bulk = slot.bulk.saturating_sub(1);
+            }
             if still == 0 {
                 // The slot's last request left: a drain waiting on it is
                 // over.
@@ -351,6 +612,18 @@ impl State {
             }
         }
         Some(r)
+    }
+
+    /// Feeds each model's service meter what happened since the last tick
+    /// (the task ticks once a turn).
+    pub fn tick(&mut self, now: Instant) {
+        for (model, m) in &mut self.meters {
+            let saturated = self
+                .queues
+                .get(model)
+                .is_some_and(|q| q.live(Class::Interactive) + q.live(Class::Bulk) > 0);
+            m.meter.tick(now, std::mem::take(&mut m.freed), saturated);
+        }
     }
 
     /// Takes in what the driver reported. Returns how a request that left
@@ -404,10 +677,15 @@ impl State {
                         .into(),
             },
             CqeStatus::SlotNotReady => {
-                // Never ran: back to the head of its client's queue.
+                // Never ran: back to the head of its client's line, still
+                // its session's request.
                 let adm = r.adm;
                 self.deadlines.insert((adm.request.deadline, adm.id));
-                self.enqueue(adm, true);
+                if let Some(key) = &adm.request.session {
+                    self.sessions.entry(key.clone()).or_insert(adm.id);
+                }
+                let class = self.policy.class(&adm.request.params);
+                self.enqueue(adm, class, true);
                 return None;
             }
             CqeStatus::Cancelled => Outcome::FabricError {
@@ -451,16 +729,16 @@ impl State {
         let stranded: Vec<ReqId> = self
             .waiting
             .iter()
-            .filter(|(_, a)| !servable.contains(&a.request.model))
+            .filter(|(_, w)| !servable.contains(&w.adm.request.model))
             .map(|(id, _)| *id)
             .collect();
         for id in stranded {
-            if let Some(mut adm) = self.waiting.remove(&id) {
-                self.deadlines.remove(&(adm.request.deadline, id));
-                let _ = adm
+            if let Some(mut w) = self.take_waiting(id) {
+                let _ = w
+                    .adm
                     .events
                     .try_send(ReqEvent::Failed(Outcome::ModelNotLoaded {
-                        model: adm.request.model.to_string(),
+                        model: w.adm.request.model.to_string(),
                     }));
             }
         }
@@ -555,8 +833,8 @@ impl State {
 
     /// Answers everything (the fabric is gone, or we are shutting down).
     pub fn fail_all(&mut self, outcome: &Outcome) {
-        for (_, mut adm) in self.waiting.drain() {
-            let _ = adm.events.try_send(ReqEvent::Failed(outcome.clone()));
+        for (_, mut w) in self.waiting.drain() {
+            let _ = w.adm.events.try_send(ReqEvent::Failed(outcome.clone()));
         }
         for (_, mut r) in self.running.drain() {
             if !r.answered {
@@ -569,6 +847,8 @@ impl State {
             }
         }
         self.queues.clear();
+        self.holders.clear();
+        self.sessions.clear();
         self.deadlines.clear();
     }
 }
@@ -582,7 +862,7 @@ mod tests {
     use fabric_hw::shell::Params;
 
     use crate::sched::events::{events, Events};
-    use crate::sched::request::Request;
+    use crate::sched::request::{ClientKey, Request};
 
     fn views(models: &[&str]) -> Vec<ShellSlot> {
         models
@@ -620,6 +900,9 @@ mod tests {
                     deadline: now + Duration::from_secs(10),
                     timeout: Duration::from_secs(10),
                     received: now,
+                    session: None,
+                    join: None,
+                    front: false,
                 },
                 events: tx,
                 permit: None,

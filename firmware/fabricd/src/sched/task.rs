@@ -10,9 +10,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::events::ReqEvent;
-use super::handle::{Command, Control, Handle, Published};
+use super::handle::{Command, Control, Handle, Published, Withdraw};
 use super::outcome::Outcome;
-use super::request::{Admission, ReqId};
+use super::policy::Policy;
+use super::request::Admission;
 use super::slots::{FabricState, ShellSlot};
 use super::state::State;
 use crate::catalog::Catalog;
@@ -32,12 +33,13 @@ pub struct Scheduler {
 
 /// Starts the scheduler's task with the driver it runs: the slots as the
 /// shell shows them now, named from `catalog`. `queue` is the admission
-/// channel's size (the queue capacity).
+/// channel's size (the queue capacity); `typing` the features' settings.
 pub fn spawn(
     driver: Driver,
     catalog: Arc<Catalog>,
     queue: usize,
     in_flight: Arc<InFlight>,
+    typing: &crate::config::TypingSettings,
 ) -> Scheduler {
     let shell = driver.shell().clone();
     let info = shell.info().clone();
@@ -47,7 +49,7 @@ pub fn spawn(
         .into_iter()
         .map(|s| ShellSlot::read(s, name_of))
         .collect();
-    let state = State::new(slots, info.contexts_per_slot);
+    let state = State::with_policy(slots, info.contexts_per_slot, Policy::new(typing, &info));
     let published = Arc::new(Published::new(
         info,
         shell.device().dev_path.clone(),
@@ -86,7 +88,7 @@ pub fn spawn(
 
 struct Inputs {
     admit: mpsc::Receiver<Admission>,
-    cancel: mpsc::UnboundedReceiver<ReqId>,
+    cancel: mpsc::UnboundedReceiver<Withdraw>,
     commands: mpsc::Receiver<Command>,
     stop: CancellationToken,
 }
@@ -248,7 +250,10 @@ async fn run(
                 Some(adm) => admitted = Some(adm),
                 None => admitting = false,
             },
-            Some(id) = ch.cancel.recv() => cancels.extend(state.cancel(id)),
+            Some(w) = ch.cancel.recv() => match w {
+                Withdraw::Cancel(id) => cancels.extend(state.cancel(id)),
+                Withdraw::Supersede { session, by } => state.supersede_session(&session, by),
+            },
             Some(cmd) = ch.commands.recv() => task.command(&mut state, cmd, &mut fabric),
             r = task.driver.ready() => {
                 if let Err(e) = r.and_then(|()| task.driver.service(&mut fabric)) {
@@ -286,6 +291,8 @@ async fn run(
                 take_admission(&mut state, adm, now);
             }
         }
+        // Supersedes decided while admitting cancel on the fabric too.
+        state.take_cancels(&mut cancels);
         for (ctx, tag) in cancels.drain(..) {
             task.driver.cancel(ctx, tag);
         }
@@ -328,6 +335,7 @@ async fn run(
             task.refresh(&mut state);
             task.published.publish_view(&state);
         }
+        state.tick(now);
         let rate = meter.tick(now, completions);
         published.rate.store(rate.to_bits(), Ordering::Relaxed);
         published.publish(&state);

@@ -107,6 +107,7 @@ pub async fn run_ready(
         catalog.clone(),
         config.queue_capacity,
         stats.in_flight.clone(),
+        &config.typing,
     );
     let mut sched_task = scheduler.task;
     let sched_stop = scheduler.stop;
@@ -145,6 +146,7 @@ pub async fn run_ready(
         shutting_down: AtomicBool::new(false),
         nominal_rate,
         stats: stats.clone(),
+        typing: crate::typing::Typing::new(config.typing.clone()),
     });
     let admin_stop = CancellationToken::new();
     let socket = config.socket_path();
@@ -196,6 +198,28 @@ pub async fn run_ready(
             }
         })
     });
+    // The slots the configuration wants (one model in every slot, say),
+    // loaded one at a time while the others serve.
+    let holding = (!config.slot_models.is_empty()).then(|| {
+        let rotator = rotator.clone();
+        let want = config.slot_models.clone();
+        tokio::spawn(async move {
+            for (slot, model) in want.iter().enumerate() {
+                let Ok(slot) = u8::try_from(slot) else { break };
+                if model.is_empty() {
+                    continue;
+                }
+                match rotator.hold(slot, model).await {
+                    Ok(None) => {}
+                    Ok(Some(r)) => log::info!(
+                        "serve: slot {slot} now holds {model} as configured ({} ms)",
+                        r.total_ms
+                    ),
+                    Err(e) => log::error!("serve: slot {slot} should hold {model}: {e}"),
+                }
+            }
+        })
+    });
     ready.fire();
     log::info!("serve: ready");
 
@@ -220,6 +244,9 @@ pub async fn run_ready(
     accept_stop.cancel();
     admin_stop.cancel();
     if let Some(t) = schedule {
+        t.abort();
+    }
+    if let Some(t) = holding {
         t.abort();
     }
     let _ = server_task.await;

@@ -56,12 +56,20 @@ pub fn start_sim(config: &Config, catalog_src: &Path) -> anyhow::Result<SimChild
     let root = dir.path().to_owned();
     let catalog = Catalog::load(catalog_src)?;
     let boot: Vec<String> = if config.sim.boot.is_empty() {
-        catalog
+        let first = catalog
             .models
             .iter()
             .filter(|m| m.problem.is_none())
             .take(usize::from(config.sim.slots))
-            .map(|m| m.name.to_string())
+            .map(|m| m.name.to_string());
+        // What `slot_models` wants, where it says; the catalog's first
+        // models elsewhere.
+        first
+            .enumerate()
+            .map(|(i, m)| match config.slot_models.get(i) {
+                Some(want) if !want.is_empty() => want.clone(),
+                _ => m,
+            })
             .collect()
     } else {
         config.sim.boot.clone()

@@ -5,7 +5,8 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::sched::{Ending, SlotView};
+use crate::sched::{Ending, SlotView, TypingCounts};
+use crate::typing::{Figures, Source};
 
 const BUCKETS: [f64; 14] = [
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -79,13 +80,16 @@ impl Metrics {
         self.outcomes[ending.index()].load(Ordering::Relaxed)
     }
 
-    /// The Prometheus text.
+    /// The Prometheus text: these metrics, the scheduler's figures and
+    /// slots, the typing features' (the scheduler's counts, the edge's
+    /// figures) and the shell's counters.
     pub fn render(
         &self,
         queued: usize,
         in_flight: usize,
         slots: &[SlotView],
         shell: Option<fabric_hw::shell::Counters>,
+        typing: (TypingCounts, Figures),
     ) -> String {
         let mut out = String::with_capacity(4096);
         let gauge = |out: &mut String, name: &str, help: &str, v: f64| {
@@ -150,6 +154,7 @@ impl Metrics {
             "Connections over the cap, answered overloaded.",
             self.connections_refused.load(Ordering::Relaxed),
         );
+        render_typing(&mut out, typing.0, &typing.1);
         self.latency.render(
             &mut out,
             "fabricd_request_duration_seconds",
@@ -218,6 +223,119 @@ impl Metrics {
     }
 }
 
+/// The typing features' metrics (README, "The HTTP API").
+fn render_typing(out: &mut String, s: TypingCounts, f: &Figures) {
+    let mut one = |name: &str, kind: &str, help: &str, v: u64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
+    };
+    one(
+        "fabricd_cache_hits_total",
+        "counter",
+        "Requests answered from the completion cache.",
+        f.cache.hits,
+    );
+    one(
+        "fabricd_cache_misses_total",
+        "counter",
+        "Deterministic requests the completion cache did not hold.",
+        f.cache.misses,
+    );
+    one(
+        "fabricd_cache_entries",
+        "gauge",
+        "Answers in the completion cache.",
+        f.cache.entries as u64,
+    );
+    one(
+        "fabricd_cache_bytes",
+        "gauge",
+        "Bytes the completion cache holds, against cache_bytes.",
+        f.cache.bytes as u64,
+    );
+    one(
+        "fabricd_cache_evictions_total",
+        "counter",
+        "Cache entries let go to stay within cache_bytes.",
+        f.cache.evictions,
+    );
+    one(
+        "fabricd_cache_invalidations_total",
+        "counter",
+        "Times the cache was emptied because a slot's model changed.",
+        f.cache.invalidations,
+    );
+    one(
+        "fabricd_typed_forward_total",
+        "counter",
+        "Requests answered with the rest of their session's last answer.",
+        f.answers[Source::TypedForward as usize],
+    );
+    one(
+        "fabricd_joins_total",
+        "counter",
+        "Requests that took over their session's request while it decoded.",
+        s.joined,
+    );
+    one(
+        "fabricd_join_misses_total",
+        "counter",
+        "Joined requests whose answer did not fit what was typed, run on their own.",
+        f.join_misses,
+    );
+    one(
+        "fabricd_predictive_refusals_total",
+        "counter",
+        "Requests refused at once as predicted to finish past their deadline.",
+        s.predicted_late,
+    );
+    one(
+        "fabricd_sessions",
+        "gauge",
+        "Typing sessions in the session table.",
+        f.sessions.entries as u64,
+    );
+    one(
+        "fabricd_session_bytes",
+        "gauge",
+        "Bytes the session table holds, against session_bytes.",
+        f.sessions.bytes as u64,
+    );
+    one(
+        "fabricd_session_evictions_total",
+        "counter",
+        "Sessions let go to stay within session_entries and session_bytes.",
+        f.sessions.evictions,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP fabricd_superseded_total Requests superseded by a newer one of their session, by where they were.\n# TYPE fabricd_superseded_total counter"
+    );
+    let _ = writeln!(
+        out,
+        "fabricd_superseded_total{{state=\"queued\"}} {}",
+        s.superseded_queued
+    );
+    let _ = writeln!(
+        out,
+        "fabricd_superseded_total{{state=\"running\"}} {}",
+        s.superseded_running
+    );
+    let _ = writeln!(
+        out,
+        "# HELP fabricd_answers_total Completions answered, by what answered them (X-Fabricd-Source).\n# TYPE fabricd_answers_total counter"
+    );
+    for (source, n) in Source::ALL.iter().zip(f.answers) {
+        let _ = writeln!(
+            out,
+            "fabricd_answers_total{{source=\"{}\"}} {n}",
+            source.label()
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,7 +346,20 @@ mod tests {
         m.outcome(Ending::Ok);
         m.outcome(Ending::Overloaded);
         m.latency.observe(Duration::from_millis(20));
-        let text = m.render(3, 4, &[], None);
+        let typing = (
+            TypingCounts {
+                superseded_running: 2,
+                ..TypingCounts::default()
+            },
+            Figures {
+                answers: [5, 1, 0, 0],
+                ..Figures::default()
+            },
+        );
+        let text = m.render(3, 4, &[], None, typing);
+        assert!(text.contains("fabricd_superseded_total{state=\"running\"} 2\n"));
+        assert!(text.contains("fabricd_answers_total{source=\"cache\"} 1\n"));
+        assert!(text.contains("fabricd_cache_bytes 0\n"));
         assert!(text.contains("fabricd_requests_total{outcome=\"ok\"} 1"));
         assert!(text.contains("fabricd_queue_depth 3"));
         assert!(text.contains("fabricd_request_duration_seconds_bucket{le=\"0.025\"} 1"));

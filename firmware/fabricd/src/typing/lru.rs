@@ -1,0 +1,170 @@
+//! A map bounded by bytes and entries that lets its least recently used
+//! entries go: the cache's and the session table's store.
+//!
+//! Recency is a stamp per entry, ordered in a `BTreeMap`: a use is a
+//! removal and an insertion there (O(log n)), and the oldest entry is its
+//! first. Keys are shared (`Arc`) between the two maps, so each is stored
+//! once. Each entry is charged its own bytes, as its owner reckons them,
+//! plus [`OVERHEAD`] for the maps' own room.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
+use std::sync::Arc;
+
+/// What an entry costs besides its own bytes: its slots in both maps, the
+/// key's `Arc` header, the allocator's rounding. Deliberately generous, so
+/// the bound holds for what the process really pays.
+pub const OVERHEAD: usize = 160;
+
+#[derive(Debug)]
+struct Slot<V> {
+    value: V,
+    stamp: u64,
+    bytes: usize,
+}
+
+/// The bounded map.
+#[derive(Debug)]
+pub struct Lru<K, V> {
+    map: HashMap<Arc<K>, Slot<V>, foldhash::fast::RandomState>,
+    order: BTreeMap<u64, Arc<K>>,
+    next: u64,
+    bytes: usize,
+    max_bytes: usize,
+    max_entries: usize,
+    evicted: u64,
+}
+
+impl<K: Hash + Eq, V> Lru<K, V> {
+    pub fn new(max_bytes: usize, max_entries: usize) -> Lru<K, V> {
+        Lru {
+            map: HashMap::default(),
+            order: BTreeMap::new(),
+            next: 0,
+            bytes: 0,
+            max_bytes,
+            max_entries,
+            evicted: 0,
+        }
+    }
+
+    /// The entry for `key`, now the most recently used.
+    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        let (k, slot) = self.map.get_key_value(key)?;
+        let k = k.clone();
+        let old = slot.stamp;
+        self.next += 1;
+        let stamp = self.next;
+        self.order.remove(&old);
+        self.order.insert(stamp, k);
+        let slot = self.map.get_mut(key)?;
+        slot.stamp = stamp;
+        Some(&mut slot.value)
+    }
+
+    /// The entry for `key`, without counting it as a use.
+    pub fn peek(&self, key: &K) -> Option<&V> {
+        self.map.get(key).map(|s| &s.value)
+    }
+
+    /// Puts `value` (costing `bytes` besides [`OVERHEAD`]) under `key`,
+    /// replacing what was there, and lets the least recently used entries
+    /// go until the bounds hold. A value that alone is over the bound is
+    /// not kept.
+    pub fn insert(&mut self, key: K, value: V, bytes: usize) {
+        self.remove(&key);
+        let bytes = bytes + OVERHEAD;
+        if bytes > self.max_bytes || self.max_entries == 0 {
+            return;
+        }
+        while self.bytes + bytes > self.max_bytes || self.map.len() >= self.max_entries {
+            let Some((_, oldest)) = self.order.pop_first() else {
+                break;
+            };
+            if let Some(slot) = self.map.remove(&*oldest) {
+                self.bytes -= slot.bytes;
+                self.evicted += 1;
+            }
+        }
+        self.next += 1;
+        let key = Arc::new(key);
+        self.order.insert(self.next, key.clone());
+        self.map.insert(
+            key,
+            Slot {
+                value,
+                stamp: self.next,
+                bytes,
+            },
+        );
+        self.bytes += bytes;
+    }
+
+    /// Takes `key`'s entry out.
+    pub fn remove(&mut self, key: &K) -> Option<V> {
+        let slot = self.map.remove(key)?;
+        self.order.remove(&slot.stamp);
+        self.bytes -= slot.bytes;
+        Some(slot.value)
+    }
+
+    /// Empties it (not counted as evictions).
+    pub fn clear(&mut self) {
+        self.map.clear();
+        self.order.clear();
+        self.bytes = 0;
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Bytes charged, overheads included.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Entries let go to keep the bounds.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_least_recently_used_go_first_and_the_bounds_hold() {
+        let mut l: Lru<u32, u32> = Lru::new(3 * (OVERHEAD + 10), 100);
+        for k in 0..3 {
+            l.insert(k, k, 10);
+        }
+        assert_eq!(l.bytes(), 3 * (OVERHEAD + 10));
+        // 0 is used, so 1 is the oldest now.
+        assert_eq!(l.get_mut(&0).copied(), Some(0));
+        l.insert(3, 3, 10);
+        assert_eq!(l.peek(&1), None);
+        assert!(l.peek(&0).is_some() && l.peek(&2).is_some() && l.peek(&3).is_some());
+        assert_eq!(l.evicted(), 1);
+        // A value bigger than everything is not kept, and takes nothing.
+        l.insert(9, 9, 10_000);
+        assert_eq!((l.len(), l.peek(&9)), (3, None));
+        // Replacing an entry charges it once.
+        l.insert(3, 30, 20);
+        assert!(l.bytes() <= 3 * (OVERHEAD + 10));
+        assert_eq!(l.remove(&3), Some(30));
+        let mut l: Lru<u32, u32> = Lru::new(1 << 20, 2);
+        for k in 0..5 {
+            l.insert(k, k, 1);
+        }
+        assert_eq!(l.len(), 2);
+        assert!(l.peek(&3).is_some() && l.peek(&4).is_some());
+        l.clear();
+        assert_eq!((l.len(), l.bytes()), (0, 0));
+    }
+}

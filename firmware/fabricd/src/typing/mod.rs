@@ -1,0 +1,143 @@
+//! Speculative typing at the edge: the completion cache and the session
+//! table, which answer some requests without the queue or the fabric.
+//!
+//! A typing UI sends a request per keystroke; most are stale before they
+//! are served. The scheduler supersedes a session's older request
+//! ([`sched`](crate::sched), `sessions`); here, before a request takes a
+//! queue permit:
+//! - an identical deterministic request is answered from the [`cache`];
+//! - a prompt that extends the session's last one with text its answer
+//!   began with is answered with the rest of that answer (typed forward),
+//!   or, while the last request still decodes, joins it ([`sessions`]).
+//!
+//! # Invariants
+//! - Both stores are bounded (the cache by bytes, the session table by
+//!   entries and bytes) and counted in `/metrics`; what they cannot hold,
+//!   they let go, least recently used first. No input makes them grow past
+//!   their bounds.
+//! - An answer from here is an answer to this request's own prompt: the
+//!   cache's by its key, typed forward's because the prompt plus the
+//!   answer is what an earlier answer said.
+//! - Each lock guards one store, is held for a lookup or an insertion and
+//!   never across an await; none is taken while the other is held.
+//!
+//! # Layout
+//! - [`cache`]: the completion cache; [`sessions`]: the session table and
+//!   the remainder arithmetic; [`lru`]: the bounded map both use.
+
+pub mod cache;
+pub mod lru;
+pub mod sessions;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::config::TypingSettings;
+use cache::{Cache, CacheFigures};
+use sessions::{SessionFigures, Sessions};
+
+/// What answered a completion: the `X-Fabricd-Source` header and the
+/// `source` label of `fabricd_answers_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The fabric, for this request.
+    Fabric,
+    /// The completion cache.
+    Cache,
+    /// The rest of the session's last answer.
+    TypedForward,
+    /// The session's earlier request, joined while it decoded.
+    Joined,
+}
+
+impl Source {
+    pub const ALL: [Source; 4] = [
+        Source::Fabric,
+        Source::Cache,
+        Source::TypedForward,
+        Source::Joined,
+    ];
+
+    pub const fn label(self) -> &'static str {
+        match self {
+            Source::Fabric => "fabric",
+            Source::Cache => "cache",
+            Source::TypedForward => "typed-forward",
+            Source::Joined => "joined",
+        }
+    }
+}
+
+/// The response header that says what answered.
+pub const SOURCE_HEADER: &str = "x-fabricd-source";
+
+/// What the typing features did, for `/metrics`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Figures {
+    pub cache: CacheFigures,
+    pub sessions: SessionFigures,
+    /// Completions answered, by [`Source`] (in [`Source::ALL`]'s order).
+    pub answers: [u64; 4],
+    /// Joined requests whose answer did not fit what was typed, run again.
+    pub join_misses: u64,
+}
+
+/// The edge's typing state.
+#[derive(Debug)]
+pub struct Typing {
+    pub settings: TypingSettings,
+    /// The completion cache.
+    cache: Mutex<Cache>,
+    /// The session table.
+    sessions: Mutex<Sessions>,
+    answers: [AtomicU64; 4],
+    join_misses: AtomicU64,
+}
+
+impl Typing {
+    pub fn new(settings: TypingSettings) -> Typing {
+        Typing {
+            cache: Mutex::new(Cache::new(settings.cache_bytes)),
+            sessions: Mutex::new(Sessions::new(
+                settings.session_entries,
+                settings.session_bytes,
+            )),
+            settings,
+            answers: Default::default(),
+            join_misses: AtomicU64::new(0),
+        }
+    }
+
+    /// The cache, for one lookup or insertion. A thread that panicked
+    /// while holding it left it whole (every change is one call), so a
+    /// poisoned lock is taken as it is.
+    pub fn cache(&self) -> MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The session table, likewise.
+    pub fn sessions(&self) -> MutexGuard<'_, Sessions> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A completion was answered by `source`.
+    pub fn answered_by(&self, source: Source) {
+        self.answers[source as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A joined request's answer did not fit: it runs again.
+    pub fn join_missed(&self) {
+        self.join_misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn figures(&self) -> Figures {
+        let cache = self.cache().figures();
+        let sessions = self.sessions().figures();
+        Figures {
+            cache,
+            sessions,
+            answers: self.answers.each_ref().map(|a| a.load(Ordering::Relaxed)),
+            join_misses: self.join_misses.load(Ordering::Relaxed),
+        }
+    }
+}
