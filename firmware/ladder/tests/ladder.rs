@@ -23,6 +23,13 @@ async fn daemon() -> Setup {
     daemon_with(&["0=kjv.bit"], |_| {}).await
 }
 
+/// The same without the completion cache: the clients' and the burst's
+/// requests are 64 deterministic ones, repeated, which the cache would
+/// answer without the fabric these tests measure.
+async fn fabric_only() -> Setup {
+    daemon_with(&["0=kjv.bit"], |c| c.typing.cache = false).await
+}
+
 /// A daemon over a fabric whose slots boot with `load`, its configuration
 /// changed by `tune`.
 async fn daemon_with(load: &[&str], tune: impl FnOnce(&mut Config)) -> Setup {
@@ -80,7 +87,7 @@ fn ladder(addr: std::net::SocketAddr, args: &[&str], json: &Path) -> std::proces
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_ladder_measures_every_rung() {
-    let s = daemon().await;
+    let s = fabric_only().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("ladder.json");
     let svg = dir.path().join("ladder.svg");
@@ -358,7 +365,7 @@ async fn limits_a_workload_does_not_measure_are_refused_before_the_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_is_released_at_once_and_every_answer_is_checked() {
-    let s = daemon().await;
+    let s = fabric_only().await;
     let (out, v) = ladder_run(
         s.addr,
         &[(
@@ -386,7 +393,11 @@ async fn a_burst_is_released_at_once_and_every_answer_is_checked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_larger_than_the_queue_breaks_its_band() {
-    let s = daemon_with(&["0=kjv.bit"], |c| c.queue_capacity = 8).await;
+    let s = daemon_with(&["0=kjv.bit"], |c| {
+        c.queue_capacity = 8;
+        c.typing.cache = false;
+    })
+    .await;
     let (out, v) = ladder_run(
         s.addr,
         &[("bands.toml", "max_errors = 0\nmax_rejections = 0\n")],
