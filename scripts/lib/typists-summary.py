@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""The goals of issue 15 beside what scripts/bench-typists measured.
+
+Usage: typists-summary.py PREFIX WORK
+
+PREFIX is the results' path without its suffixes (PREFIX-off.json, -on,
+-both, -burst, -mixed); WORK holds each step's exit status and the
+daemon's peak RSS (STEP.status, STEP.rss, in KiB). Prints Markdown: a
+table of the goals, then the keystroke model and the harness's figures.
+A step that did not run says so.
+"""
+import json
+import os
+import sys
+
+BUDGET_MS = 1000.0
+MEMORY_BUDGET_KIB = 64 * 1024  # README: the daemon's budget on a board
+
+
+def load(prefix, step):
+    path = f"{prefix}-{step}.json"
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def read(work, step, what):
+    try:
+        with open(os.path.join(work, f"{step}.{what}")) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def held(doc):
+    """The typists of the last rung of the unbroken run from the first
+    whose pause p95 kept within the budget, whether the ladder went past
+    it (False: the top rung held, the count is a floor), and the first rung
+    over the budget."""
+    count, over = None, None
+    for r in doc["rungs"]:
+        p95 = r["pause_p95_ms"]
+        if p95 is not None and p95 <= BUDGET_MS:
+            count = r["typists"]
+        else:
+            over = r
+            break
+    return count, over
+
+
+def p(v):
+    return "missed" if v is None else f"{v:.0f} ms"
+
+
+def held_text(doc):
+    count, over = held(doc)
+    if count is None:
+        return "none", over
+    if over is None:
+        return f"≥ {count} (the top rung)", over
+    return f"{count} (at {over['typists']}: p95 {p(over['pause_p95_ms'])})", over
+
+
+def errors_upto(doc, typists):
+    return sum(r["errors"] + r["corrupted"] for r in doc["rungs"] if typists is not None and r["typists"] <= typists)
+
+
+def main():
+    prefix, work = sys.argv[1], sys.argv[2]
+    off, on, both = load(prefix, "off"), load(prefix, "on"), load(prefix, "both")
+    burst, mixed = load(prefix, "burst"), load(prefix, "mixed")
+    rows = []
+
+    if off and on:
+        n_off, _ = held(off)
+        n_on, on_over = held(on)
+        t_off, _ = held_text(off)
+        t_on, _ = held_text(on)
+        if n_off and n_on:
+            ratio = n_on / n_off
+            met = "met" if ratio >= 3 else ("not shown: the on run never broke; raise its top rung" if on_over is None else "missed")
+            if on_over is None and ratio >= 3:
+                met = "met (a floor: the on run never broke)"
+            measured = f"off: {t_off}; on: {t_on}; ratio {ratio:.2f}"
+        else:
+            met, measured = "missed", f"off: {t_off}; on: {t_on}"
+        rows.append(("Features on keep pause-suggestion p95 ≤ 1 s for at least 3× the typists of features off (same typists, fabric and slots)", measured, met))
+    else:
+        rows.append(("Features off and on, same typists", "not run", "-"))
+
+    if both:
+        n, over = held(both)
+        t, _ = held_text(both)
+        errs = errors_upto(both, n)
+        met = "met" if n is not None and n >= 500 and errs == 0 else "missed"
+        rows.append(("kjv in both slots, features on: at least 500 typists at pause p95 ≤ 1 s, 0 errors", f"{t}; errors and corrupted up to there: {errs}", met))
+    else:
+        rows.append(("kjv in both slots, features on: 500 typists", "not run", "-"))
+
+    rss = {s: read(work, s, "rss") for s in ("off", "on", "both", "burst", "mixed")}
+    ran = {s: v for s, v in rss.items() if v and v != "?"}
+    if ran:
+        worst = max(int(v) for v in ran.values())
+        rows.append((
+            "The daemon within its memory budget (64 MiB peak RSS)",
+            ", ".join(f"{s} {int(v) / 1024:.1f} MiB" for s, v in ran.items()),
+            "met" if worst <= MEMORY_BUDGET_KIB else "missed",
+        ))
+
+    if burst:
+        r = burst["rungs"][0] if burst["rungs"] else None
+        if r:
+            ok = r["ok"] == r["clients"] and r["rejections"] == 0 and r["errors"] == 0 and r["corrupted"] == 0
+            met = "met" if ok and not r["violations"] else "missed"
+            rows.append((
+                f"A burst of {r['clients']}: none failed, rejected or corrupted (queue sized for all), throughput at the fabric's capacity",
+                f"{r['ok']} served in {r['seconds']:.2f} s, {r['rps']:.1f}/s = {100 * r['capacity_fraction']:.1f}% of capacity; {r['rejections']} rejected, {r['errors']} errors, {r['corrupted']} corrupt; p99 {r['p99_ms']:.0f} ms",
+                met + ("" if not r["violations"] else ": " + "; ".join(v["condition"] for v in r["violations"])),
+            ))
+    else:
+        rows.append(("The burst", "not run", "-"))
+
+    if mixed:
+        misses = []
+        for rung in mixed["rungs"]:
+            for c in rung["classes"]:
+                for v in c["result"]["violations"]:
+                    value = v["value"]
+                    shown = "not measured" if value is None else f"{value:.3g}"
+                    misses.append(f"{c['name']} at {rung['clients']} clients: {v['condition']} (measured {shown})")
+        rungs = ", ".join(str(r["clients"]) for r in mixed["rungs"])
+        rows.append((
+            "A mixed profile, each class's target written before the run",
+            f"rungs {rungs}: " + ("every class within its target" if not misses else "; ".join(misses)),
+            "met" if not misses else "missed (a miss written in advance: see the class and why below)",
+        ))
+    else:
+        rows.append(("A mixed profile", "not run", "-"))
+
+    print("| goal | measured | |")
+    print("|---|---|---|")
+    for goal, measured, met in rows:
+        print(f"| {goal} | {measured} | {met} |")
+
+    doc = on or off or both
+    if doc:
+        k = doc["keystroke_model"]
+        i, pz = k["interval"], k["pause"]
+        print()
+        print(
+            f"Keystroke model: {doc['corpus']['name']} ({doc['corpus']['passages']} passages, each typed from a word chosen at random); "
+            f"intervals log-normal, median {i['median_ms']:.0f} ms, σ {i['sigma']}, cut to {i['min_ms']:.0f}–{i['max_ms']:.0f} ms; "
+            f"a pause after every sentence and passage, {pz['after_clause']:.0%} of clauses, {pz['after_word']:.0%} of words, "
+            f"log-normal, median {pz['median_ms']:.0f} ms, σ {pz['sigma']}, {pz['min_ms']:.0f}–{pz['max_ms']:.0f} ms; "
+            f"debounce {k['debounce_ms']} ms; {doc['connections_per_typist']} connections a typist; "
+            f"{doc['max_tokens']} tokens at most, temperature 0; typing seed {doc['typing_seed']}; "
+            f"{doc['duration_s']:.0f} s measured a rung after {doc['warmup_s']:.0f} s."
+        )
+    print()
+    for name, d in (("off", off), ("on", on), ("both slots", both)):
+        if not d:
+            continue
+        c = d.get("calibration")
+        rungs = d["rungs"]
+        cpu = max((r["harness_cpu"] for r in rungs), default=0)
+        lag = max((r["harness_lag_p99_ms"] for r in rungs), default=0)
+        cal = "not calibrated" if not c else (
+            f"against an instant server with {c['typists']} typists: pause p99 {p(c['pause_p99_ms'])}, "
+            f"keystrokes late by {c['harness_lag_p99_ms']:.1f} ms at p99, {100 * c['harness_cpu']:.0f}% of a core with the server"
+        )
+        top = rungs[-1] if rungs else None
+        hits = "" if not top else (
+            f"; at its last rung ({top['typists']}): {top['requests_per_keystroke']:.2f} requests and "
+            f"{'-' if top['fabric_requests_per_keystroke'] is None else format(top['fabric_requests_per_keystroke'], '.2f')} fabric requests a keystroke, "
+            f"{100 * top['superseded_share']:.1f}% superseded, {top['cache_hits']} cache, {top['typed_forward_hits']} typed-forward and {top['joined']} joined hits"
+        )
+        print(f"- Harness, {name}: {cal}; at most {100 * cpu:.0f}% of a core and {lag:.1f} ms late (p99) on any rung{hits}.")
+
+
+if __name__ == "__main__":
+    main()
