@@ -32,7 +32,8 @@
 //! # Layout
 //! - `server`: the accept loop and connections; [`guard`]: slow headers,
 //!   idle keep-alive, shutdown; [`body`]: response bodies.
-//! - `routes`: the routes and the read-only endpoints.
+//! - `routes`: the routes and the read-only endpoints; `page`: the typing
+//!   page at `/`.
 //! - `completions`: a completion from its head to its admission;
 //!   `validate`: the edge's validation; [`request`]: the body's shape.
 //! - `answer`: tokens to text ([`text`]) as one body or an event stream;
@@ -56,6 +57,7 @@ pub mod body;
 mod completions;
 pub mod guard;
 mod instant;
+mod page;
 pub mod reply;
 pub mod request;
 pub mod response;

@@ -22,6 +22,7 @@ pub(super) async fn route(
     let method = req.method().clone();
     let resp = match (req.uri().path(), &method) {
         ("/v1/completions", &Method::POST) => return completions(app, peer, req).await,
+        ("/", &Method::GET) => super::page::page(),
         ("/v1/models", &Method::GET) => models(app),
         ("/healthz", &Method::GET) => json_response(StatusCode::OK, &json!({"status": "ok"})),
         ("/readyz", &Method::GET) => readyz(app),
@@ -40,7 +41,7 @@ pub(super) async fn route(
             allow: "POST",
         }
         .response(),
-        ("/v1/models" | "/healthz" | "/readyz" | "/metrics" | "/stats", _) => {
+        ("/" | "/v1/models" | "/healthz" | "/readyz" | "/metrics" | "/stats", _) => {
             Failure::MethodNotAllowed {
                 method: method.to_string(),
                 allow: "GET",
