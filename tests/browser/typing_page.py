@@ -254,7 +254,7 @@ def on(b, daemon):
     what = "features on"
     field = open_page(b, daemon, "model=kjv")
     type_keys(field, "And God said", 0)
-    g = wait_for_ghost(b, 10)
+    g = wait_for_ghost(b, 30)
     if g is None:
         fail(f"{what}: no suggestion at the pause after typing")
     # Tab takes it, and a suggestion for the longer text follows.
@@ -269,7 +269,7 @@ def on(b, daemon):
     for word in [" and", " the", " earth"]:
         type_keys(field, word, 0)
         time.sleep(0.2)
-    if wait_for_ghost(b, 10) is None:
+    if wait_for_ghost(b, 30) is None:
         value = b.execute_script("return document.getElementById('text').value;")
         last = [a for a in b.execute_script("return window.__answers;") if a["prompt"] == value]
         fail(f"{what}: no suggestion at the last pause, for {value!r}: answers {last}")
@@ -292,7 +292,7 @@ def off(b, daemon):
     for ch in " the":
         drained(b, 60)
         field.send_keys(ch)
-    if wait_for_ghost(b, 15) is None:
+    if wait_for_ghost(b, 30) is None:
         fail(f"{what}: no suggestion at the pause")
     shown, answers = check_seen(b, daemon, what)
     stale = [a for a in answers if a["status"] == 200 and a["prompt"] != a["value"]]
