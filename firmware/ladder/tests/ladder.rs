@@ -20,19 +20,33 @@ struct Setup {
 }
 
 async fn daemon() -> Setup {
+    daemon_with(&["0=kjv.bit"], |_| {}).await
+}
+
+/// The same without the completion cache: the clients' and the burst's
+/// requests are 64 deterministic ones, repeated, which the cache would
+/// answer without the fabric these tests measure.
+async fn fabric_only() -> Setup {
+    daemon_with(&["0=kjv.bit"], |c| c.typing.cache = false).await
+}
+
+/// A daemon over a fabric whose slots boot with `load`, its configuration
+/// changed by `tune`.
+async fn daemon_with(load: &[&str], tune: impl FnOnce(&mut Config)) -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut sc = SimConfig::for_root(dir.path());
     sc.firmware = Some(bitstreams());
-    sc.load = vec!["0=kjv.bit".into()];
+    sc.load = load.iter().map(|l| (*l).to_owned()).collect();
     // Real time: 259 completions/s, which the debug-built daemon of the
     // tests keeps up with.
     sc.time_scale = 1.0;
     let sim = Simulator::start(sc).expect("simulator");
-    let config = Config {
+    let mut config = Config {
         root: dir.path().to_owned(),
         listen: "127.0.0.1:0".parse().expect("addr"),
         ..Config::default()
     };
+    tune(&mut config);
     let listener = fabricd::serve::listen(config.listen).expect("bind");
     let addr = listener.local_addr().expect("addr");
     let shutdown = CancellationToken::new();
@@ -73,7 +87,7 @@ fn ladder(addr: std::net::SocketAddr, args: &[&str], json: &Path) -> std::proces
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_ladder_measures_every_rung() {
-    let s = daemon().await;
+    let s = fabric_only().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("ladder.json");
     let svg = dir.path().join("ladder.svg");
