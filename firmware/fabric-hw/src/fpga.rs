@@ -285,6 +285,15 @@ impl Overlays {
         };
         let blob = fs::read(&template).map_err(|e| bad(e.to_string()))?;
         let rewritten = with_firmware(&blob, &template, firmware)?;
+        // After one full load the overlay in effect is the staged one: stage
+        // the next beside it, so the old file stays for a rollback.
+        let alternate;
+        let staged = if template == staged {
+            alternate = staged.with_extension("next.dtbo");
+            alternate.as_path()
+        } else {
+            staged
+        };
         let staged_name = staged
             .strip_prefix(root.firmware_dir())
             .map_err(|_| {

@@ -154,15 +154,17 @@ impl Default for TypingSettings {
 }
 
 impl TypingSettings {
-    /// Every feature off: the daemon as it was before them, for the
-    /// benchmark's baseline.
+    /// The daemon as it was before these features, for the benchmark's
+    /// baseline. `every_slot` stays on: the scheduler always served a
+    /// model from every slot holding it, and a baseline with half the
+    /// fabric would credit the features with capacity.
     pub fn all_off() -> TypingSettings {
         TypingSettings {
             supersede: false,
             cache: false,
             typed_forward: false,
             predictive_admission: false,
-            every_slot: false,
+            every_slot: true,
             interactive_first: false,
             ..TypingSettings::default()
         }

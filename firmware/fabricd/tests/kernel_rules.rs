@@ -112,8 +112,9 @@ async fn a_full_load_on_a_mainline_kernel_applies_the_shell_overlay_again() {
         "slot overlays go first"
     );
     // Started again, it attaches to the new devices and serves the model
-    // the full image put in slot 0; slot 1 came up empty.
-    let (addr, stop, task) = serve_board(root).await;
+    // the full image put in slot 0; slot 1 came up empty. (It stops by
+    // itself after the next full load.)
+    let (addr, _, task) = serve_board(root).await;
     assert_eq!(
         slots(addr).await,
         vec![
@@ -127,6 +128,19 @@ async fn a_full_load_on_a_mainline_kernel_applies_the_shell_overlay_again() {
     )
     .await;
     assert_eq!(reply.status, 200, "{}", reply.text());
+    // Again: the overlay in effect is the staged one, so the next is staged
+    // beside it and the old file stays for a rollback.
+    let r = control_at(root, json!({"cmd": "load", "model": "kjv", "full": true})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    task.await.expect("join").expect_err("stops to restart");
+    assert_eq!(
+        std::fs::read_to_string(overlays.join("fabricd-shell/path"))
+            .expect("the shell's overlay")
+            .trim(),
+        "fabricd/staged/shell-full.next.dtbo"
+    );
+    let (addr, stop, task) = serve_board(root).await;
+    assert_eq!(slots(addr).await[0], ("kjv".into(), "ready".into()));
     stop.cancel();
     task.await.expect("join").expect("clean stop");
     drop(sim);

@@ -199,7 +199,7 @@ pub(super) fn validate(
     let mut join = None;
     if tracked || cache_key.is_some() {
         let ticket = Ticket {
-            prompt: app.typing.sessions().mark(&request.prompt),
+            prompt: app.typing.mark(&request.prompt),
             compat: Compat {
                 model: model_name.clone(),
                 temperature_bits: params.temperature.to_bits(),

@@ -86,6 +86,10 @@ pub struct Figures {
 #[derive(Debug)]
 pub struct Typing {
     pub settings: TypingSettings,
+    /// How the session table remembers prompts (seeded per process; the
+    /// table holds a copy): kept out of its lock, as every request that
+    /// takes part marks its prompt.
+    hasher: foldhash::fast::RandomState,
     /// The completion cache.
     cache: Mutex<Cache>,
     /// The session table.
@@ -96,16 +100,24 @@ pub struct Typing {
 
 impl Typing {
     pub fn new(settings: TypingSettings) -> Typing {
+        let hasher = foldhash::fast::RandomState::default();
         Typing {
             cache: Mutex::new(Cache::new(settings.cache_bytes)),
             sessions: Mutex::new(Sessions::new(
                 settings.session_entries,
                 settings.session_bytes,
+                hasher.clone(),
             )),
+            hasher,
             settings,
             answers: Default::default(),
             join_misses: AtomicU64::new(0),
         }
+    }
+
+    /// How the session table remembers `prompt`.
+    pub fn mark(&self, prompt: &str) -> sessions::PromptMark {
+        sessions::PromptMark::of(&self.hasher, prompt)
     }
 
     /// The cache, for one lookup or insertion. A thread that panicked

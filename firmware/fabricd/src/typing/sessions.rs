@@ -30,6 +30,15 @@ pub struct PromptMark {
     hash: u64,
 }
 
+impl PromptMark {
+    pub fn of(hasher: &foldhash::fast::RandomState, prompt: &str) -> PromptMark {
+        PromptMark {
+            len: prompt.len(),
+            hash: hasher.hash_one(prompt.as_bytes()),
+        }
+    }
+}
+
 /// What must be the same for one request's answer to do for another's:
 /// the model, the temperature and the stop token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,19 +172,20 @@ pub struct Sessions {
 }
 
 impl Sessions {
-    pub fn new(max_entries: usize, max_bytes: usize) -> Sessions {
+    pub fn new(
+        max_entries: usize,
+        max_bytes: usize,
+        hasher: foldhash::fast::RandomState,
+    ) -> Sessions {
         Sessions {
             lru: Lru::new(max_bytes, max_entries),
-            hasher: foldhash::fast::RandomState::default(),
+            hasher,
         }
     }
 
     /// How the table remembers `prompt`.
     pub fn mark(&self, prompt: &str) -> PromptMark {
-        PromptMark {
-            len: prompt.len(),
-            hash: self.hasher.hash_one(prompt.as_bytes()),
-        }
+        PromptMark::of(&self.hasher, prompt)
     }
 
     /// The part of `prompt` after `base`, if `prompt` begins with it.
@@ -356,7 +366,7 @@ mod tests {
 
     #[test]
     fn a_session_types_forward_into_its_answer_or_joins_its_request() {
-        let mut t = Sessions::new(16, 1 << 20);
+        let mut t = Sessions::new(16, 1 << 20, Default::default());
         let k = key("s1");
         let p1 = "In the beginning God created";
         let m1 = t.mark(p1);
@@ -437,7 +447,7 @@ mod tests {
 
     #[test]
     fn the_table_is_bounded_by_entries_and_bytes() {
-        let mut t = Sessions::new(100, 64 * 1024);
+        let mut t = Sessions::new(100, 64 * 1024, Default::default());
         for i in 0..10_000 {
             let k = key(&format!("{i:0128}"));
             let m = t.mark("p");
