@@ -1,5 +1,6 @@
 //! Speculative typing through HTTP, over the simulated fabric: supersede
-//! (of a queued and of a running request), the completion cache, typed
+//! (of a queued and of a running request, and by the client's own order
+//! when requests arrive out of it), the completion cache, typed
 //! forward and joins, predictive admission, one model on both slots,
 //! interactive first, and bad input. What the fabric did is read from its
 //! own counters (submitted, cancelled, decoding at once), never from a
@@ -169,6 +170,89 @@ async fn a_newer_request_of_a_session_supersedes_a_queued_one_and_a_running_one(
         3.0
     );
     d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_arrives_after_a_newer_one_of_its_session_is_the_stale_one() {
+    // One context: a holder keeps the typist's requests waiting.
+    let d = Daemon::start(
+        |s| {
+            s.lanes = 1;
+            s.contexts = 1;
+            s.max_output = 1024;
+        },
+        |_| {},
+    )
+    .await;
+    let addr = d.addr;
+    let hold = json!({"model": "kjv", "prompt": "In the beginning", "max_tokens": 1024,
+                      "ignore_eos": true, "user": "other"});
+    let holder = tokio::spawn(async move { post_json(addr, hold).await });
+    wait_for("the holder to run", common::READY_WITHIN, || {
+        d.sim.counters().active == 1
+    })
+    .await;
+    // The second keystroke's request arrives first (another connection
+    // was quicker) and waits...
+    let second = json!({"model": "kjv", "prompt": "And God said", "max_tokens": 8,
+                        "session": "t", "session_seq": 2});
+    let newer = tokio::spawn(async move { post_json(addr, second).await });
+    let start = std::time::Instant::now();
+    while metric(addr, "fabricd_queue_depth").await < 1.0 {
+        assert!(start.elapsed() < common::READY_WITHIN, "never queued");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // ...then the first keystroke's: it is the stale one, answered at
+    // once, and the newer one keeps its place.
+    let first = json!({"model": "kjv", "prompt": "And God", "max_tokens": 8});
+    let r = post_with(
+        addr,
+        &first,
+        &[("x-session-id", "t"), ("x-session-seq", "1")],
+    )
+    .await;
+    assert_superseded(&r);
+    // The same number again is no newer.
+    let again = json!({"model": "kjv", "prompt": "And God sa", "max_tokens": 8,
+                       "session": "t", "session_seq": 2});
+    assert_superseded(&post_json(addr, again).await);
+    assert_eq!(
+        metric(addr, "fabricd_superseded_total{state=\"late\"}").await,
+        2.0
+    );
+    assert_eq!(metric(addr, "fabricd_queue_depth").await, 1.0);
+    assert_eq!(d.sim.counters().submitted, 1);
+    assert!(
+        !newer.is_finished(),
+        "the newest keystroke was answered early"
+    );
+    holder.abort();
+    let r = newer.await.expect("join");
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    // A number needs a session, and fits a JavaScript number.
+    for (body, headers) in [
+        (
+            json!({"model": "kjv", "prompt": "x", "session_seq": 1}),
+            vec![],
+        ),
+        (
+            json!({"model": "kjv", "prompt": "x", "session": "t", "session_seq": 1u64 << 53}),
+            vec![],
+        ),
+        (
+            json!({"model": "kjv", "prompt": "x", "session": "t", "session_seq": -1}),
+            vec![],
+        ),
+        (
+            json!({"model": "kjv", "prompt": "x", "session": "t"}),
+            vec![("x-session-seq", "soon")],
+        ),
+    ] {
+        let r = post_with(addr, &body, &headers).await;
+        assert_eq!(r.status, 400, "{body}: {}", r.text());
+        assert_eq!(r.json()["error"]["param"], "session_seq", "{}", r.text());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

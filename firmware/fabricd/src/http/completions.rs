@@ -202,6 +202,7 @@ pub(super) enum Began {
 pub(super) struct Head {
     pub(super) deadline_ms: Option<u64>,
     pub(super) session: Option<String>,
+    pub(super) session_seq: Option<u64>,
 }
 
 /// An admitted request, whose client going away cancels it.
@@ -221,8 +222,8 @@ impl Started {
 }
 
 /// Checks a completion's head: the daemon is not shutting down, the body
-/// is JSON, the deadline header is a number and the session header a
-/// session id (both returned).
+/// is JSON, the deadline header is a number, the session header a session
+/// id and the sequence header a sequence number (all returned).
 pub(super) fn check_head(app: &App, headers: &hyper::HeaderMap) -> Result<Head, Failure> {
     if app.shutting_down.load(Ordering::Relaxed) {
         return Err(Outcome::ShuttingDown.into());
@@ -264,9 +265,27 @@ pub(super) fn check_head(app: &App, headers: &hyper::HeaderMap) -> Result<Head, 
             Some(id.to_owned())
         }
     };
+    let session_seq = headers
+        .get("x-session-seq")
+        .map(|v| {
+            let seq = v
+                .to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    Outcome::invalid(
+                        "session_seq",
+                        "the X-Session-Seq header must be a non-negative integer",
+                    )
+                })?;
+            super::request::check_session_seq(Some(seq))?;
+            Ok::<_, Failure>(seq)
+        })
+        .transpose()?;
     Ok(Head {
         deadline_ms,
         session,
+        session_seq,
     })
 }
 

@@ -39,6 +39,9 @@ pub struct CompletionRequest<'a> {
     /// The typing session the request belongs to (an extension; see
     /// [`check_session`]).
     pub session: Option<Cow<'a, str>>,
+    /// Where the request stands in its session, in the client's own order
+    /// (an extension; see [`check_session_seq`]).
+    pub session_seq: Option<u64>,
     pub deadline_ms: Option<u64>,
     /// Keep generating past the end-of-text token (an extension, as in
     /// vLLM): fixed-length outputs, for benchmarks.
@@ -143,6 +146,7 @@ struct Plain<'a> {
     user: Option<Cow<'a, str>>,
     #[serde(borrow)]
     session: Option<Cow<'a, str>>,
+    session_seq: Option<u64>,
     deadline_ms: Option<u64>,
     ignore_eos: Option<bool>,
 }
@@ -159,6 +163,7 @@ fn check_plain(p: Plain<'_>) -> Result<CompletionRequest<'_>, Outcome> {
     let temperature = check_temperature(p.temperature)?;
     check_deadline(p.deadline_ms)?;
     check_session(p.session.as_deref())?;
+    check_session_seq(p.session_seq)?;
     Ok(CompletionRequest {
         model: p.model,
         prompt: p.prompt,
@@ -170,6 +175,7 @@ fn check_plain(p: Plain<'_>) -> Result<CompletionRequest<'_>, Outcome> {
         include_usage: false,
         user: p.user,
         session: p.session,
+        session_seq: p.session_seq,
         deadline_ms: p.deadline_ms,
         ignore_eos: p.ignore_eos.unwrap_or(false),
     })
@@ -219,6 +225,24 @@ pub fn check_session(session: Option<&str>) -> Result<(), Outcome> {
         Some(s) if s.len() > MAX_SESSION_LEN => Err(bad(
             "session",
             format!("session is {} bytes; at most {MAX_SESSION_LEN}", s.len()),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Largest `session_seq`: the largest integer a JavaScript number holds
+/// exactly, so a page's counter and the daemon agree on every value.
+pub const MAX_SESSION_SEQ: u64 = (1 << 53) - 1;
+
+/// A session's sequence number (the body's `session_seq`, or the
+/// `X-Session-Seq` header): the client's own order of its session's
+/// requests, which the order they arrive in need not keep (a browser sends
+/// on up to six connections).
+pub fn check_session_seq(seq: Option<u64>) -> Result<(), Outcome> {
+    match seq {
+        Some(n) if n > MAX_SESSION_SEQ => Err(bad(
+            "session_seq",
+            format!("session_seq {n} is over {MAX_SESSION_SEQ} (2^53 - 1)"),
         )),
         _ => Ok(()),
     }
@@ -371,6 +395,8 @@ fn parse_general(text: &str) -> Result<CompletionRequest<'static>, Outcome> {
     let user = string(&obj, "user")?;
     let session = string(&obj, "session")?;
     check_session(session.as_deref())?;
+    let session_seq = uint(&obj, "session_seq")?;
+    check_session_seq(session_seq)?;
     let deadline_ms = uint(&obj, "deadline_ms")?;
     check_deadline(deadline_ms)?;
     let ignore_eos = boolean(&obj, "ignore_eos")?.unwrap_or(false);
@@ -386,6 +412,7 @@ fn parse_general(text: &str) -> Result<CompletionRequest<'static>, Outcome> {
         include_usage,
         user: user.map(Cow::Owned),
         session: session.map(Cow::Owned),
+        session_seq,
         deadline_ms,
     })
 }

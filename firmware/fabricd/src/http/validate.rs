@@ -164,7 +164,22 @@ pub(super) fn validate(
             ip: ledger.ip,
             id: Arc::from(id),
         });
-    let id = app.next_id.fetch_add(1, Ordering::Relaxed);
+    let session_seq = request.session_seq.or(head.session_seq);
+    if session_seq.is_some() && session.is_none() {
+        return Err(Outcome::invalid(
+            "session_seq",
+            "session_seq orders a typing session's requests, and the request names no session \
+             (the body's session or the X-Session-Id header)",
+        ));
+    }
+    let next_id = || app.next_id.fetch_add(1, Ordering::Relaxed);
+    let id = match (&session, session_seq) {
+        (Some(key), Some(seq)) if app.typing.settings.supersede => app
+            .typing
+            .order(key, seq, next_id)
+            .map_err(|_| Outcome::Superseded)?,
+        _ => next_id(),
+    };
     // Tokens as they come: a stream, or stop sequences to watch for.
     let progress = request.stream || !request.stop.is_empty();
     let params = fabric_hw::shell::Params {

@@ -311,7 +311,7 @@ fn render_typing(out: &mut String, s: TypingCounts, f: &Figures) {
     );
     let _ = writeln!(
         out,
-        "# HELP fabricd_superseded_total Requests superseded by a newer one of their session, by where they were.\n# TYPE fabricd_superseded_total counter"
+        "# HELP fabricd_superseded_total Requests superseded by a newer one of their session, by where they were (late: it arrived after a newer one, by session_seq).\n# TYPE fabricd_superseded_total counter"
     );
     let _ = writeln!(
         out,
@@ -323,6 +323,7 @@ fn render_typing(out: &mut String, s: TypingCounts, f: &Figures) {
         "fabricd_superseded_total{{state=\"running\"}} {}",
         s.superseded_running
     );
+    let _ = writeln!(out, "fabricd_superseded_total{{state=\"late\"}} {}", f.late);
     let _ = writeln!(
         out,
         "# HELP fabricd_answers_total Completions answered, by what answered them (X-Fabricd-Source).\n# TYPE fabricd_answers_total counter"

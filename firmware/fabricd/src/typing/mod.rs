@@ -80,6 +80,9 @@ pub struct Figures {
     pub answers: [u64; 4],
     /// Joined requests whose answer did not fit what was typed, run again.
     pub join_misses: u64,
+    /// Requests that arrived after a newer one of their session, by its
+    /// `session_seq`, answered `superseded` at the edge.
+    pub late: u64,
 }
 
 /// The edge's typing state.
@@ -96,6 +99,7 @@ pub struct Typing {
     sessions: Mutex<Sessions>,
     answers: [AtomicU64; 4],
     join_misses: AtomicU64,
+    late: AtomicU64,
 }
 
 impl Typing {
@@ -112,6 +116,7 @@ impl Typing {
             settings,
             answers: Default::default(),
             join_misses: AtomicU64::new(0),
+            late: AtomicU64::new(0),
         }
     }
 
@@ -132,6 +137,22 @@ impl Typing {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Request `seq` of `key`'s session, in the client's order: its id
+    /// from `next_id`, or [`Stale`](sessions::Stale) (counted) when the
+    /// session has sent a newer one already.
+    pub fn order(
+        &self,
+        key: &crate::sched::SessionKey,
+        seq: u64,
+        next_id: impl FnOnce() -> crate::sched::ReqId,
+    ) -> Result<crate::sched::ReqId, sessions::Stale> {
+        let ordered = self.sessions().order(key, seq, next_id);
+        if ordered.is_err() {
+            self.late.fetch_add(1, Ordering::Relaxed);
+        }
+        ordered
+    }
+
     /// A completion was answered by `source`.
     pub fn answered_by(&self, source: Source) {
         self.answers[source as usize].fetch_add(1, Ordering::Relaxed);
@@ -150,6 +171,7 @@ impl Typing {
             sessions,
             answers: self.answers.each_ref().map(|a| a.load(Ordering::Relaxed)),
             join_misses: self.join_misses.load(Ordering::Relaxed),
+            late: self.late.load(Ordering::Relaxed),
         }
     }
 }

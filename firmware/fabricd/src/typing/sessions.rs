@@ -168,8 +168,17 @@ pub struct SessionFigures {
 #[derive(Debug)]
 pub struct Sessions {
     lru: Lru<SessionKey, Entry>,
+    /// The highest `session_seq` each session has sent, for sessions that
+    /// number their requests: kept apart from `lru`, whose entry a
+    /// session's answers replace, and bounded alike.
+    seqs: Lru<SessionKey, u64>,
     hasher: foldhash::fast::RandomState,
 }
+
+/// A request whose `session_seq` is not above one its session already
+/// sent: the client has asked for something newer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stale;
 
 impl Sessions {
     pub fn new(
@@ -179,8 +188,28 @@ impl Sessions {
     ) -> Sessions {
         Sessions {
             lru: Lru::new(max_bytes, max_entries),
+            seqs: Lru::new(max_bytes, max_entries),
             hasher,
         }
+    }
+
+    /// Takes a request numbered `seq` of `key` in the client's order: it
+    /// is given an id by `next_id` (under this table's lock, so requests
+    /// that number themselves get ids in their own order, whatever order
+    /// their connections deliver them in), or is [`Stale`]. A session the
+    /// table has let go starts again from its next number.
+    pub fn order(
+        &mut self,
+        key: &SessionKey,
+        seq: u64,
+        next_id: impl FnOnce() -> ReqId,
+    ) -> Result<ReqId, Stale> {
+        match self.seqs.get_mut(key) {
+            Some(last) if *last >= seq => return Err(Stale),
+            Some(last) => *last = seq,
+            None => self.seqs.insert(key.clone(), seq, key.id.len()),
+        }
+        Ok(next_id())
     }
 
     /// How the table remembers `prompt`.
@@ -259,6 +288,11 @@ impl Sessions {
         joinable: bool,
         compat: Compat,
     ) {
+        // A newer request of the session got here first (on another
+        // connection): its entry stays.
+        if matches!(self.lru.peek(&key), Some(Entry::Pending { id: p, .. }) if *p > id) {
+            return;
+        }
         let bytes = key.id.len() + compat.model.len();
         let entry = Entry::Pending {
             id,
@@ -310,9 +344,9 @@ impl Sessions {
 
     pub fn figures(&self) -> SessionFigures {
         SessionFigures {
-            entries: self.lru.len(),
-            bytes: self.lru.bytes(),
-            evictions: self.lru.evicted(),
+            entries: self.lru.len() + self.seqs.len(),
+            bytes: self.lru.bytes() + self.seqs.bytes(),
+            evictions: self.lru.evicted() + self.seqs.evicted(),
         }
     }
 }

@@ -234,6 +234,9 @@ async fn typist(
                 "max_tokens": cfg.max_tokens,
                 "temperature": 0,
                 "session": session,
+                // Its requests go out on several connections: the daemon
+                // orders them by this, not by when they arrive.
+                "session_seq": r.seq,
                 "user": session,
             }))
             .unwrap_or_default(),
