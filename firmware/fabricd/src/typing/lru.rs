@@ -6,6 +6,14 @@
 //! first. Keys are shared (`Arc`) between the two maps, so each is stored
 //! once. Each entry is charged its own bytes, as its owner reckons them,
 //! plus [`OVERHEAD`] for the maps' own room.
+//!
+//! Written here, not taken from a crate: the tables need a hard bound on
+//! bytes and on entries at once, an insert that is always kept (a typing
+//! session's entry must be there for its next keystroke) and evictions
+//! counted. `lru` bounds entries only, and a byte bound over it is this
+//! much code again; `moka` and `quick_cache` bound by weight but choose
+//! what to keep by admission policies (TinyLFU, S3-FIFO) that may drop a
+//! new key at once. Two std maps do it without `unsafe`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
