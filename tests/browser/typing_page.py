@@ -214,7 +214,7 @@ def check_seen(b, daemon, what):
     """Every suggestion the page rendered was for exactly the field's text
     then, and is the start of a fresh completion of that text; no error
     was ever shown. Returns (suggestions shown, answers seen)."""
-    time.sleep(0.3)  # answers in flight land
+    drained(b, 30)
     seen = b.execute_script("return window.__seen;")
     answers = b.execute_script("return window.__answers;")
     alerts = b.execute_script("return window.__alerts;")

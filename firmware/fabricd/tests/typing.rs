@@ -253,6 +253,7 @@ async fn a_request_that_arrives_after_a_newer_one_of_its_session_is_the_stale_on
         assert_eq!(r.status, 400, "{body}: {}", r.text());
         assert_eq!(r.json()["error"]["param"], "session_seq", "{}", r.text());
     }
+    d.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -386,6 +387,24 @@ async fn typing_on_while_the_request_decodes_joins_it() {
         "one request on the fabric"
     );
     assert_eq!(c.cancelled, before.cancelled, "nothing cancelled");
+    assert_eq!(metric(addr, "fabricd_joins_total").await, 1.0);
+
+    // A request with stop sequences does not join (they are watched for
+    // as tokens come, which a join does not hear): it supersedes.
+    let before = d.sim.counters();
+    let b1 = body(prompt.into(), Some("k"));
+    let first = tokio::spawn(async move { post_json(addr, b1).await });
+    wait_for("it to decode", common::READY_WITHIN, || {
+        let c = d.sim.counters();
+        c.submitted == before.submitted + 1 && c.active == 1
+    })
+    .await;
+    let mut b2 = body(format!("{prompt}{typed}"), Some("k"));
+    b2["stop"] = json!([" "]);
+    let r = post_json(addr, b2).await;
+    assert_eq!((r.status, source(&r)), (200, "fabric"), "{}", r.text());
+    assert!(!text(&r).contains(' '), "not cut at its stop: {}", r.text());
+    assert_superseded(&first.await.expect("join"));
     assert_eq!(metric(addr, "fabricd_joins_total").await, 1.0);
     d.stop().await;
 }

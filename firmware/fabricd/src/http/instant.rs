@@ -71,9 +71,11 @@ pub(super) fn lookup(
     }
     let mut looked = Looked::Admit;
     if let (true, Some(key)) = (settings.typed_forward, &ticket.session) {
-        // Only a whole answer joins: a stream would have to replay what
-        // the joined request streamed before.
-        let joinable = settings.supersede && !prepared.stream;
+        // Only a whole answer without stop sequences joins: a stream would
+        // have to replay what the joined request streamed before, and stop
+        // sequences are watched for as tokens come, which a joined answer
+        // does not hear.
+        let joinable = settings.supersede && !prepared.stream && prepared.stop.is_empty();
         let found = app.typing.sessions().lookup(
             key,
             prompt,
@@ -278,9 +280,17 @@ pub(super) async fn run_alone(app: &Arc<App>, s: &mut Started) -> Result<(), Out
             reason: format!("the queue is full ({} requests)", app.config.queue_capacity),
         });
     };
-    let id = app
-        .next_id
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // It keeps its id, its place in its session's order: if a newer
+    // request of the session came while it was joined, the retry is the
+    // stale one (the session table keeps the newest pending request).
+    let id = s.req.id;
+    if let Some(key) = s.req.ticket.as_ref().and_then(|t| t.session.as_ref()) {
+        if app.typing.settings.supersede
+            && app.typing.sessions().pending(key).is_some_and(|p| p > id)
+        {
+            return Err(Outcome::Superseded);
+        }
+    }
     retry.join = None;
     retry.front = true;
     let (tx, events) = sched::events(retry.params.stream);
@@ -304,9 +314,7 @@ pub(super) async fn run_alone(app: &Arc<App>, s: &mut Started) -> Result<(), Out
     if app.sched.admit(adm).await.is_err() {
         return Err(Outcome::ShuttingDown);
     }
-    s.req.id = id;
     s.req.events = events;
-    s.guard.id = id;
     Ok(())
 }
 

@@ -26,6 +26,9 @@ use super::queue::Place;
 use super::request::{Admission, ClientKey, ReqId, SessionKey};
 use super::state::State;
 
+/// Most sessions [`State::floors`] keeps at once.
+pub(super) const MAX_FLOORS: usize = 1024;
+
 /// The place a waiting request left when superseded, for the request that
 /// replaced it.
 #[derive(Debug)]
@@ -48,6 +51,15 @@ impl State {
         let Some(key) = adm.request.session.clone() else {
             return Some((adm, None));
         };
+        if let Some(&floor) = self.floors.get(&key) {
+            if adm.id < floor {
+                // The edge answered a newer request of its session first.
+                self.counts.superseded_queued += 1;
+                let _ = adm.events.try_send(ReqEvent::Failed(Outcome::Superseded));
+                return None;
+            }
+            self.floors.remove(&key);
+        }
         let Some(&owner) = self.sessions.get(&key) else {
             return Some((adm, None));
         };
@@ -148,10 +160,19 @@ impl State {
         if !self.policy.supersede {
             return;
         }
-        if let Some(&owner) = self.sessions.get(key) {
-            if owner < by {
+        match self.sessions.get(key) {
+            Some(&owner) if owner < by => {
                 self.sessions.remove(key);
                 self.supersede(owner);
+            }
+            Some(_) => {}
+            None => {
+                // Its older request may not be here yet.
+                if self.floors.len() >= MAX_FLOORS && !self.floors.contains_key(key) {
+                    self.floors.clear();
+                }
+                let floor = self.floors.entry(key.clone()).or_insert(by);
+                *floor = (*floor).max(by);
             }
         }
     }

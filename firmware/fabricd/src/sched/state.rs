@@ -116,6 +116,14 @@ pub struct State {
     /// running). An entry leaves with its request, so there are never more
     /// than admitted requests: the queue's capacity bounds the table.
     pub(super) sessions: Map<SessionKey, ReqId>,
+    /// Per typing session answered at the edge (cache, typed forward)
+    /// while its older request was still on its way here (the admission
+    /// and the edge's word come by different channels): that session's
+    /// requests below this id are stale. An entry leaves when a newer
+    /// request of the session comes; at most
+    /// [`MAX_FLOORS`](super::sessions::MAX_FLOORS) are kept, as
+    /// each only saves the fabric a stale request's work.
+    pub(super) floors: Map<SessionKey, ReqId>,
     /// Cancels for the fabric decided while admitting (a supersede), taken
     /// by the task.
     pub(super) cancels: Vec<(u16, u32)>,
@@ -146,6 +154,7 @@ impl State {
             running: Map::default(),
             deadlines: BTreeSet::new(),
             sessions: Map::default(),
+            floors: Map::default(),
             cancels: Vec::new(),
             meters: Map::default(),
             counts: TypingCounts::default(),
@@ -849,6 +858,7 @@ impl State {
         self.queues.clear();
         self.holders.clear();
         self.sessions.clear();
+        self.floors.clear();
         self.deadlines.clear();
     }
 }

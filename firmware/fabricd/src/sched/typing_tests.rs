@@ -1,5 +1,6 @@
 //! The typing features' policy in the scheduler's state: supersede (of a
-//! waiting and of a running request), joins, interactive first, predictive
+//! waiting and of a running request, and of one the edge's answer
+//! overtook), joins, interactive first, predictive
 //! admission and every slot of a model.
 
 use std::net::IpAddr;
@@ -128,6 +129,29 @@ fn a_waiting_request_superseded_keeps_its_place_for_the_newer_one() {
     let mut cancels = Vec::new();
     s.take_cancels(&mut cancels);
     assert!(cancels.is_empty(), "nothing to cancel on the fabric");
+}
+
+#[test]
+fn an_edge_answer_that_overtakes_its_sessions_older_request_makes_it_stale() {
+    let now = Instant::now();
+    let mut s = State::with_policy(slots(&["m"]), 1, Policy::for_contexts(1));
+    // The edge answered request 5 of the session (from the cache) before
+    // request 4's admission got here.
+    s.supersede_session(&session("s").expect("a session"), 5);
+    let (mut k4, mut r4) = req(4, "typist", 4, now);
+    k4.request.session = session("s");
+    s.admit(k4, now).expect("admit");
+    assert_eq!(last(&mut r4), Some(ReqEvent::Failed(Outcome::Superseded)));
+    assert!(
+        dispatch(&mut s, now).is_empty(),
+        "the stale request reached the fabric"
+    );
+    // A newer one runs, and the mark leaves with it.
+    let (mut k6, _r6) = req(6, "typist", 4, now);
+    k6.request.session = session("s");
+    s.admit(k6, now).expect("admit");
+    assert_eq!(dispatch(&mut s, now).len(), 1);
+    assert!(s.floors.is_empty());
 }
 
 #[test]

@@ -93,9 +93,10 @@ impl Cache {
         }
     }
 
-    /// Empties the cache if the slots' models changed since it was filled.
+    /// Empties the cache if the slots' models changed since it was filled
+    /// (`epoch` is never below the cache's: the callers see to it).
     fn at(&mut self, epoch: u64) {
-        if epoch != self.epoch {
+        if epoch > self.epoch {
             if !self.lru.is_empty() {
                 self.invalidations += 1;
             }
@@ -107,6 +108,12 @@ impl Cache {
     /// The answer for `key` under the slots' `epoch`, counted as a hit or
     /// a miss.
     pub fn get(&mut self, key: &CacheKey, epoch: u64) -> Option<Cached> {
+        if epoch < self.epoch {
+            // Looked up with the slots as they were before a change: a
+            // miss, and nothing to empty (the epoch never goes back).
+            self.misses += 1;
+            return None;
+        }
         self.at(epoch);
         let found = self.lru.get_mut(key).cloned();
         match found {

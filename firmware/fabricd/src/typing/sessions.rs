@@ -170,7 +170,8 @@ pub struct Sessions {
     lru: Lru<SessionKey, Entry>,
     /// The highest `session_seq` each session has sent, for sessions that
     /// number their requests: kept apart from `lru`, whose entry a
-    /// session's answers replace, and bounded alike.
+    /// session's answers replace. The two share the byte budget (a quarter
+    /// of it here), and each holds at most `max_entries`.
     seqs: Lru<SessionKey, u64>,
     hasher: foldhash::fast::RandomState,
 }
@@ -186,9 +187,10 @@ impl Sessions {
         max_bytes: usize,
         hasher: foldhash::fast::RandomState,
     ) -> Sessions {
+        let seq_bytes = max_bytes / 4;
         Sessions {
-            lru: Lru::new(max_bytes, max_entries),
-            seqs: Lru::new(max_bytes, max_entries),
+            lru: Lru::new(max_bytes - seq_bytes, max_entries),
+            seqs: Lru::new(seq_bytes, max_entries),
             hasher,
         }
     }
@@ -344,7 +346,7 @@ impl Sessions {
 
     pub fn figures(&self) -> SessionFigures {
         SessionFigures {
-            entries: self.lru.len() + self.seqs.len(),
+            entries: self.lru.len(),
             bytes: self.lru.bytes() + self.seqs.bytes(),
             evictions: self.lru.evicted() + self.seqs.evicted(),
         }
@@ -485,6 +487,7 @@ mod tests {
         for i in 0..10_000 {
             let k = key(&format!("{i:0128}"));
             let m = t.mark("p");
+            assert_eq!(t.order(&k, 7, || i), Ok(i));
             t.answered(k, i, m, shown(&[&"w".repeat(200)]), compat(), 0, true);
         }
         let f = t.figures();
