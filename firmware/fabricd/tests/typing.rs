@@ -64,9 +64,9 @@ fn assert_superseded(r: &Reply) {
     assert_eq!(r.headers["x-should-retry"], "false");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_newer_request_of_a_session_supersedes_a_queued_one_and_a_running_one() {
-    // One context on slot 0: what runs there holds it.
+/// A daemon with one context, held by a long request of another client
+/// (abort the handle to let it go): what a typist sends next waits.
+async fn held() -> (Daemon, tokio::task::JoinHandle<Reply>) {
     let d = Daemon::start(
         |s| {
             s.lanes = 1;
@@ -77,7 +77,6 @@ async fn a_newer_request_of_a_session_supersedes_a_queued_one_and_a_running_one(
     )
     .await;
     let addr = d.addr;
-    // A long request of someone else holds the context...
     let hold = json!({"model": "kjv", "prompt": "In the beginning", "max_tokens": 1024,
                       "ignore_eos": true, "user": "other"});
     let holder = tokio::spawn(async move { post_json(addr, hold).await });
@@ -85,7 +84,14 @@ async fn a_newer_request_of_a_session_supersedes_a_queued_one_and_a_running_one(
         d.sim.counters().active == 1
     })
     .await;
-    // ...so the typist's first keystroke waits (session in the header)...
+    (d, holder)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_request_of_a_session_supersedes_a_queued_one_and_a_running_one() {
+    let (d, holder) = held().await;
+    let addr = d.addr;
+    // The typist's first keystroke waits (session in the header)...
     let first = json!({"model": "kjv", "prompt": "And God", "max_tokens": 8, "user": "typist"});
     let waiting =
         tokio::spawn(async move { post_with(addr, &first, &[("x-session-id", "typist-1")]).await });
@@ -174,24 +180,8 @@ async fn a_newer_request_of_a_session_supersedes_a_queued_one_and_a_running_one(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_arrives_after_a_newer_one_of_its_session_is_the_stale_one() {
-    // One context: a holder keeps the typist's requests waiting.
-    let d = Daemon::start(
-        |s| {
-            s.lanes = 1;
-            s.contexts = 1;
-            s.max_output = 1024;
-        },
-        |_| {},
-    )
-    .await;
+    let (d, holder) = held().await;
     let addr = d.addr;
-    let hold = json!({"model": "kjv", "prompt": "In the beginning", "max_tokens": 1024,
-                      "ignore_eos": true, "user": "other"});
-    let holder = tokio::spawn(async move { post_json(addr, hold).await });
-    wait_for("the holder to run", common::READY_WITHIN, || {
-        d.sim.counters().active == 1
-    })
-    .await;
     // The second keystroke's request arrives first (another connection
     // was quicker) and waits...
     let second = json!({"model": "kjv", "prompt": "And God said", "max_tokens": 8,

@@ -21,9 +21,9 @@ use super::routes::json_bytes;
 use super::text::StopMatcher;
 use super::validate::{Prepared, Ticket};
 use super::{response, App};
-use crate::sched::{self, Admission, Ending, Outcome, ReqId};
+use crate::sched::{self, Admission, Ending, Outcome, ReqId, SessionKey};
 use crate::typing::cache::Cached;
-use crate::typing::sessions::{Lookup, PromptMark, Shown};
+use crate::typing::sessions::{Lookup, PromptMark, Sessions, Shown};
 use crate::typing::{Source, SOURCE_HEADER};
 
 /// A completion answered at the edge, ready to send.
@@ -172,20 +172,33 @@ fn remember_at_edge(app: &App, id: ReqId, ticket: &Ticket, shown: Shown) {
     let pending = {
         let mut sessions = app.typing.sessions();
         let pending = sessions.pending(key);
-        sessions.answered(
-            key.clone(),
-            id,
-            ticket.prompt,
-            shown,
-            ticket.compat.clone(),
-            ticket.epoch,
-            true,
-        );
+        last_answer(&mut sessions, key, id, ticket, shown, true);
         pending
     };
     if pending.is_some() && app.typing.settings.supersede {
         app.sched.supersede(key.clone(), id);
     }
+}
+
+/// Request `id` of `key` was answered `shown` (`at_edge`: without the
+/// fabric): the session's last answer, unless a newer request came.
+fn last_answer(
+    sessions: &mut Sessions,
+    key: &SessionKey,
+    id: ReqId,
+    ticket: &Ticket,
+    shown: Shown,
+    at_edge: bool,
+) {
+    sessions.answered(
+        key.clone(),
+        id,
+        ticket.prompt,
+        shown,
+        ticket.compat.clone(),
+        ticket.epoch,
+        at_edge,
+    );
 }
 
 /// What a request answered by the fabric leaves for the next ones: the
@@ -212,15 +225,7 @@ pub(super) fn remember(
     if let Some(key) = &ticket.session {
         let mut shown = Shown::of_tokens(&p.tokenizer, all, finish == Finish::Length);
         shown.clip(text.len());
-        app.typing.sessions().answered(
-            key.clone(),
-            p.id,
-            ticket.prompt,
-            shown,
-            ticket.compat.clone(),
-            ticket.epoch,
-            false,
-        );
+        last_answer(&mut app.typing.sessions(), key, p.id, ticket, shown, false);
     }
 }
 
@@ -245,15 +250,7 @@ pub(super) fn joined_answer(
     let text = shown.text.clone();
     let tokens = shown.cuts.len();
     if let Some(key) = &ticket.session {
-        app.typing.sessions().answered(
-            key.clone(),
-            p.id,
-            ticket.prompt,
-            shown,
-            ticket.compat.clone(),
-            ticket.epoch,
-            false,
-        );
+        last_answer(&mut app.typing.sessions(), key, p.id, ticket, shown, false);
     }
     Some((text, tokens, reason))
 }

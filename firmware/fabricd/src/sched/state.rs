@@ -865,4 +865,4 @@ impl State {
 
 #[cfg(test)]
 #[path = "state_tests.rs"]
-mod tests;
+pub(super) mod tests;

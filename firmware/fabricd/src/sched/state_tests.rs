@@ -11,7 +11,8 @@ use fabric_hw::shell::Params;
 use crate::sched::events::{events, Events};
 use crate::sched::request::{ClientKey, Request};
 
-fn views(models: &[&str]) -> Vec<ShellSlot> {
+/// Ready slots holding `models`, in order (the typing tests' too).
+pub(in crate::sched) fn views(models: &[&str]) -> Vec<ShellSlot> {
     models
         .iter()
         .enumerate()

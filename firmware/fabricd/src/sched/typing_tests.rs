@@ -7,26 +7,14 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabric_hw::contract::{CqeStatus, Finish, SlotState};
+use fabric_hw::contract::{CqeStatus, Finish};
 use fabric_hw::shell::Params;
 
 use super::events::{events, Events};
 use super::request::{Admission, ClientKey, ReqId, Request, SessionKey};
-use super::{Outcome, Policy, ReqEvent, ShellSlot, State};
+use super::state::tests::views as slots;
+use super::{Outcome, Policy, ReqEvent, State};
 use crate::fabric::{Done, DriverEvent};
-
-fn slots(models: &[&str]) -> Vec<ShellSlot> {
-    models
-        .iter()
-        .enumerate()
-        .map(|(i, m)| ShellSlot {
-            index: i as u8,
-            state: SlotState::Ready,
-            model: Some(Arc::from(*m)),
-            hash: String::new(),
-        })
-        .collect()
-}
 
 fn session(id: &str) -> Option<SessionKey> {
     Some(SessionKey {

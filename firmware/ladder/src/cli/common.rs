@@ -127,6 +127,21 @@ pub fn broken(v: &[ladder::bands::Violation]) -> String {
     }
 }
 
+/// How the ladder ended: the rung it stopped at, with what broke there
+/// (`last`, the violations of the last rung run), or every rung held.
+pub fn print_end(stopped: Option<usize>, last: &[ladder::bands::Violation]) {
+    match stopped {
+        Some(n) => println!(
+            "STOPPED at {n}: {}",
+            last.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        None => println!("every rung within its bands"),
+    }
+}
+
 /// Writes `bytes` to `path`.
 pub fn write(path: &std::path::Path, bytes: impl AsRef<[u8]>) -> anyhow::Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))

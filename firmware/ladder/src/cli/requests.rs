@@ -12,7 +12,7 @@ use ladder::workload::{references, Workload};
 use serde_json::json;
 
 use super::args::Args;
-use super::common::{broken, fabric, write};
+use super::common::{broken, fabric, print_end, write};
 
 /// Clients that wait for their answers (or an open loop): the ladder as
 /// before typists.
@@ -123,21 +123,10 @@ pub async fn run(args: &Args, target: Target, bands: Bands) -> anyhow::Result<bo
         }
     }
     println!("{}", report::table(&results));
-    match stopped {
-        Some(n) => println!(
-            "STOPPED at {n}: {}",
-            results
-                .last()
-                .map(|r| r
-                    .violations
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "))
-                .unwrap_or_default()
-        ),
-        None => println!("every rung within its bands"),
-    }
+    print_end(
+        stopped,
+        results.last().map_or(&[][..], |r| &r.violations[..]),
+    );
     if let Some(path) = &args.json {
         let doc = json!({
             "label": args.label,

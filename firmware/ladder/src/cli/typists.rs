@@ -13,7 +13,7 @@ use ladder::typists::{Corpus, KeystrokeModel, TypistsConfig};
 use serde_json::json;
 
 use super::args::Args;
-use super::common::{broken, fabric, settle, write};
+use super::common::{broken, fabric, print_end, settle, write};
 
 /// The corpus `--corpus` names, or the built-in one, and its name.
 pub fn corpus(args: &Args) -> anyhow::Result<(Arc<Corpus>, String)> {
@@ -224,21 +224,10 @@ pub async fn run(args: &Args, target: Target, bands: Bands) -> anyhow::Result<bo
     let budget = bands.all.max_pause_p95_ms.unwrap_or(1000.0);
     let label = args.label.clone().unwrap_or_else(|| "this run".to_owned());
     let this = Curve::of(&label, &results);
-    match stopped {
-        Some(n) => println!(
-            "STOPPED at {n}: {}",
-            results
-                .last()
-                .map(|r| r
-                    .violations
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "))
-                .unwrap_or_default()
-        ),
-        None => println!("every rung within its bands"),
-    }
+    print_end(
+        stopped,
+        results.last().map_or(&[][..], |r| &r.violations[..]),
+    );
     // The last rung of the unbroken run from the first: the run's typist count.
     let within = results
         .iter()
