@@ -356,9 +356,9 @@ async fn a_log_past_its_limit_is_rotated_and_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recording_drops_nothing_with_2048_clients() {
     // Every one of them is served, so the count is exact. Predictive
-    // admission is off: under qemu-user its meter, read while the emulated
-    // CPU was busy taking 2,048 connections, predicted about a quarter of
-    // them late and refused them (typed, and tested in tests/typing.rs).
+    // admission is off: under qemu-user, where everything is many times
+    // slower, it refused about a quarter of them as predicted late (typed;
+    // tested in tests/typing.rs), though without it all are served in time.
     let d = Daemon::start(
         |s| s.time_scale = 0.002,
         |c| {
