@@ -174,11 +174,8 @@ fn log2(x: f64) -> f64 {
 
 /// Throughput and latency against clients, with the capacity, the queueing
 /// ideal and the appliance's figures for comparison.
-pub fn svg(rungs: &[RungResult], title: &str) -> String {
-    let (w, h) = (900.0, 700.0);
-    let (left, right) = (80.0, 860.0);
-    let max_clients = rungs.iter().map(|r| r.clients).max().unwrap_or(1).max(2000) as f64;
-    let x = |c: f64| left + (right - left) * log2(c) / log2(max_clients);
+/// An SVG document's opening: its size, a white page and `title` on top.
+pub fn svg_head(w: f64, h: f64, title: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -191,6 +188,15 @@ pub fn svg(rungs: &[RungResult], title: &str) -> String {
         w / 2.0,
         escape(title)
     );
+    s
+}
+
+pub fn svg(rungs: &[RungResult], title: &str) -> String {
+    let (w, h) = (900.0, 700.0);
+    let (left, right) = (80.0, 860.0);
+    let max_clients = rungs.iter().map(|r| r.clients).max().unwrap_or(1).max(2000) as f64;
+    let x = |c: f64| left + (right - left) * log2(c) / log2(max_clients);
+    let mut s = svg_head(w, h, title);
 
     // Top: throughput.
     let (t0, t1) = (50.0, 300.0);

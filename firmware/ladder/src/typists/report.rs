@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::typist::TypistStats;
 use crate::bands::{Figure, Figures, Violation};
-use crate::report::{axes, escape, series};
+use crate::report::{axes, escape, series, svg_head};
 
 /// One rung of typists, summarized.
 #[derive(Debug, Clone, Serialize)]
@@ -274,18 +274,7 @@ pub fn svg(curves: &[Curve], title: &str, budget_ms: f64) -> String {
         .flat_map(|c| c.points.iter().map(|p| p.typists))
         .fold(10.0, f64::max);
     let x = |t: f64| left + (right - left) * t / max_typists;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="24" font-size="16" text-anchor="middle">{}</text>"#,
-        w / 2.0,
-        escape(title)
-    );
+    let mut s = svg_head(w, h, title);
 
     // Top: the suggestion latency at a pause, log scale; missed above.
     let (t0, t1) = (70.0, 390.0);
