@@ -39,7 +39,19 @@ pub struct Config {
     /// answered `overloaded`.
     pub queue_capacity: usize,
     /// Open connections at once; the rest are answered `overloaded`.
-    pub max_connections: usize,
+    /// Default ([`Config::max_connections`]): one per 32 KiB of the board's
+    /// memory, between 1,024 and 65,536 (16,384 on a 512 MiB ZedBoard,
+    /// 65,536 on a 4 GiB KV260).
+    pub max_connections: Option<usize>,
+    /// The share of `max_connections` one client address may hold (over
+    /// it, `overloaded`). Behind a load balancer, every client has its
+    /// address: set 1.0 there.
+    pub address_share: f64,
+    /// The most bytes a request's line and headers may have (431 beyond).
+    pub max_header_bytes: usize,
+    /// What connections still reading their headers may hold at once; a
+    /// slow head that would go past it is answered `overloaded`.
+    pub header_budget_bytes: usize,
     /// Threads that serve HTTP and run the scheduler. One keeps every
     /// wake-up on one core (no hand-offs between threads), and serves the
     /// fabric's few hundred requests a second many times over; blocking
@@ -230,7 +242,10 @@ impl Default for Config {
             catalog: None,
             configfs: "/sys/kernel/config".into(),
             queue_capacity: 2048,
-            max_connections: 16_384,
+            max_connections: None,
+            address_share: 0.25,
+            max_header_bytes: 16 << 10,
+            header_budget_bytes: 4 << 20,
             workers: 1,
             default_deadline_ms: 30_000,
             max_deadline_ms: 600_000,
@@ -251,6 +266,43 @@ impl Default for Config {
             rotation: RotationSettings::default(),
             typing: TypingSettings::default(),
         }
+    }
+}
+
+/// The default connection cap for a board with `mem` bytes of memory: a
+/// connection between requests costs a few KiB of the daemon and of the
+/// kernel's socket memory, so one per 32 KiB leaves the board most of it.
+pub fn connections_for_memory(mem: Option<u64>) -> usize {
+    let Some(mem) = mem else { return 16_384 };
+    usize::try_from(mem / (32 << 10))
+        .unwrap_or(usize::MAX)
+        .clamp(1024, 65_536)
+}
+
+/// `MemTotal` of `/proc/meminfo`, in bytes.
+fn mem_total() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line
+        .trim_start_matches("MemTotal:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
+impl Config {
+    /// The connection cap: as set, or from the board's memory.
+    pub fn max_connections(&self) -> usize {
+        self.max_connections
+            .unwrap_or_else(|| connections_for_memory(mem_total()))
+    }
+
+    /// The most connections one address may hold.
+    pub fn per_address_cap(&self) -> usize {
+        ((self.max_connections() as f64 * self.address_share).ceil() as usize).max(1)
     }
 }
 
@@ -293,8 +345,23 @@ impl Config {
         if self.queue_capacity == 0 {
             return Err(invalid("queue_capacity", "must be at least 1"));
         }
-        if self.max_connections == 0 {
+        if self.max_connections == Some(0) {
             return Err(invalid("max_connections", "must be at least 1"));
+        }
+        if !(self.address_share > 0.0 && self.address_share <= 1.0) {
+            return Err(invalid("address_share", "must be above 0 and at most 1"));
+        }
+        if !(1024..=(1 << 20)).contains(&self.max_header_bytes) {
+            return Err(invalid(
+                "max_header_bytes",
+                "must be between 1024 and 1048576",
+            ));
+        }
+        if self.header_budget_bytes < self.max_header_bytes {
+            return Err(invalid(
+                "header_budget_bytes",
+                "must be at least max_header_bytes",
+            ));
         }
         if !(1..=64).contains(&self.workers) {
             return Err(invalid("workers", "must be between 1 and 64"));
@@ -476,5 +543,20 @@ mod tests {
         std::fs::write(&path, "queue_capacty = 64\n").expect("write");
         let err = Config::load(&path).expect_err("typo");
         assert!(err.to_string().contains("queue_capacty"), "{err}");
+    }
+
+    #[test]
+    fn the_connection_cap_follows_the_boards_memory() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(connections_for_memory(Some(512 * MIB)), 16_384);
+        assert_eq!(connections_for_memory(Some(4096 * MIB)), 65_536);
+        assert_eq!(connections_for_memory(Some(16 * MIB)), 1024);
+        assert_eq!(connections_for_memory(None), 16_384);
+        let c = Config {
+            max_connections: Some(16_384),
+            address_share: 0.25,
+            ..Config::default()
+        };
+        assert_eq!(c.per_address_cap(), 4096);
     }
 }

@@ -521,7 +521,14 @@ async fn models_health_readiness_and_metrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_cap_answers_overloaded() {
-    let d = Daemon::start(|s| s.time_scale = 0.05, |c| c.max_connections = 2).await;
+    let d = Daemon::start(
+        |s| s.time_scale = 0.05,
+        |c| {
+            c.max_connections = Some(2);
+            c.address_share = 1.0;
+        },
+    )
+    .await;
     // Two keep-alive connections take the cap. Each has been answered once,
     // so each holds a permit (a readiness probe's connection may still be
     // closing when they connect: then one of them is refused, and is

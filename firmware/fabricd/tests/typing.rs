@@ -604,7 +604,8 @@ async fn bad_sessions_floods_and_cache_busting_get_typed_answers_within_bounds()
         assert_eq!(r.json()["error"]["type"], "invalid_request_error");
         assert_eq!(r.json()["error"]["param"], "session", "{bad}");
     }
-    for bad in ["", &"h".repeat(129), &"h".repeat(16 * 1024)] {
+    // (Under the 16 KiB head limit, so the session check is what answers.)
+    for bad in ["", &"h".repeat(129), &"h".repeat(8 * 1024)] {
         let r = post_with(addr, &base, &[("x-session-id", bad)]).await;
         assert_eq!(r.status, 400, "{}", r.text());
         assert_eq!(r.json()["error"]["param"], "session");

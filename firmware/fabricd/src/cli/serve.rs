@@ -21,7 +21,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config.queue_capacity = v;
     }
     if let Some(v) = args.max_connections {
-        config.max_connections = v;
+        config.max_connections = Some(v);
     }
     if let Some(v) = args.catalog {
         config.catalog = Some(v);

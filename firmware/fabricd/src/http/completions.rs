@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use hyper::header::CONTENT_TYPE;
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Request, Response};
 
 use super::answer::{stream_response, whole_response};
 use super::body::Body;
+use super::conn::Exchange;
 use super::instant::{instant_response, Instant as Answered};
 use super::reply::Failure;
 use super::validate::{client_ip, validate, Edge, Prepared};
@@ -155,6 +156,7 @@ pub(super) async fn completions(
     app: &Arc<App>,
     peer: SocketAddr,
     req: Request<Incoming>,
+    ex: &Exchange,
 ) -> Response<Body> {
     let mut ledger = Ledger {
         model: None,
@@ -173,7 +175,13 @@ pub(super) async fn completions(
         // Only the body goes on: the request's head is freed now, and the
         // futures below do not carry it (small enough that the box comes
         // from malloc's per-thread cache).
-        Ok(head) => Box::pin(start_completion(app, req.into_body(), head, &mut ledger)),
+        Ok(head) => Box::pin(start_completion(
+            app,
+            req.into_body(),
+            head,
+            &mut ledger,
+            ex,
+        )),
         Err(outcome) => return app.refused(&ledger, outcome),
     };
     let started = match admission.await {
@@ -227,6 +235,15 @@ impl Started {
 pub(super) fn check_head(app: &App, headers: &hyper::HeaderMap) -> Result<Head, Failure> {
     if app.shutting_down.load(Ordering::Relaxed) {
         return Err(Outcome::ShuttingDown.into());
+    }
+    // Refused before the body is asked for, so before hyper sends `100
+    // Continue` to a client that waits for it.
+    if let Some(len) = headers.get(CONTENT_LENGTH) {
+        let len = len.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok());
+        let limit = app.config.body_limit;
+        if len.is_some_and(|len| len > limit as u64) {
+            return Err(Failure::BodyTooLarge { limit });
+        }
     }
     if let Some(ct) = headers.get(CONTENT_TYPE) {
         let ct = ct.to_str().unwrap_or("");
@@ -296,12 +313,14 @@ pub(super) async fn start_completion(
     body: Incoming,
     head: Head,
     ledger: &mut Ledger,
+    ex: &Exchange,
 ) -> Result<Began, Failure> {
     // A block of its own: the body and what borrows it are gone before the
     // admission waits (a local keeps its room in the future's state to the
     // end of its scope, moved out or not).
     let (sent, ready) = {
         let bytes = read_body(app, body, ledger.received).await?;
+        ex.body_read();
         match validate(app, &bytes, &head, ledger)? {
             Edge::Admit(adm, ready) => (app.sched.admit(adm), ready),
             Edge::Answered(answer) => return Ok(Began::Answered(answer)),

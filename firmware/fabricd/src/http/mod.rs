@@ -5,11 +5,12 @@
 //! is served, never waited for). Over the cap, a small second budget answers
 //! the connection's request with `overloaded` and closes it, so a client
 //! learns why; past that too, connections wait in the kernel's backlog.
-//! A connection that has sent nothing yet costs a socket and a parked task,
-//! not hyper's buffers: it is only handed to hyper once it is readable, and
-//! closed after the idle timeout if it never is. Its [`guard`]
-//! bounds slow headers (slowloris) and idle keep-alive, and drains it on
-//! shutdown.
+//! One client address holds at most its share of the cap.
+//! A connection between requests costs a socket and a parked task, not
+//! hyper's buffers: each request's head is read by [`head`] (bounded in
+//! size, time, and, for slow ones, a shared memory budget) and served by a
+//! hyper connection that lives only until its response is written
+//! (`conn`).
 //!
 //! # Requests
 //! A completion request is parsed and validated here (a 400 names the
@@ -30,8 +31,9 @@
 //!   layer holds no part of the hardware layer.
 //!
 //! # Layout
-//! - `server`: the accept loop and connections; [`guard`]: slow headers,
-//!   idle keep-alive, shutdown; [`body`]: response bodies.
+//! - `server`: the accept loop, the caps; `conn`: a connection's life,
+//!   idle keep-alive and shutdown; [`head`]: request heads and their
+//!   budget; [`body`]: response bodies.
 //! - `routes`: the routes and the read-only endpoints; `page`: the typing
 //!   page at `/`.
 //! - `completions`: a completion from its head to its admission;
@@ -55,7 +57,8 @@ use crate::stats::metrics::Metrics;
 mod answer;
 pub mod body;
 mod completions;
-pub mod guard;
+mod conn;
+pub mod head;
 mod instant;
 mod page;
 pub mod reply;
@@ -86,6 +89,8 @@ pub struct App {
     /// The typing features' state at the edge: the cache, the session
     /// table.
     pub typing: crate::typing::Typing,
+    /// Limits on request heads, and the memory slow ones may hold.
+    pub heads: head::HeadLimits,
 }
 
 /// The model name that follows rotation.

@@ -8,7 +8,8 @@
 //! | unknown model | 404 | `invalid_request_error`, code `model_not_found` | as the OpenAI API does |
 //! | unknown path | 404 | `invalid_request_error`, code `unknown_url` | |
 //! | wrong method | 405 | `invalid_request_error`, code `method_not_allowed` | with `Allow` |
-//! | body over the limit | 413 | `invalid_request_error`, code `body_too_large` | |
+//! | body over the limit | 413 | `invalid_request_error`, code `body_too_large` | declared too large: before `100 Continue` |
+//! | head over the limit | 431 | `invalid_request_error`, code `header_too_large` | then closed |
 //! | wrong content type | 415 | `invalid_request_error`, code `unsupported_media_type` | |
 //! | overloaded | 429 | `overloaded` | `Retry-After` and `retry-after-ms`, which the OpenAI SDK honours |
 //! | model loading | 503 | `model_loading` | `Retry-After`: the model is being reflashed |
@@ -40,6 +41,7 @@ pub enum Failure {
     NotFound { path: String },
     MethodNotAllowed { method: String, allow: &'static str },
     BodyTooLarge { limit: usize },
+    HeaderTooLarge { limit: usize },
     UnsupportedMediaType { found: String },
 }
 
@@ -55,6 +57,7 @@ pub fn status(f: &Failure) -> StatusCode {
         Failure::NotFound { .. } => StatusCode::NOT_FOUND,
         Failure::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
         Failure::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        Failure::HeaderTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
         Failure::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         Failure::Outcome(o) => match o {
             Outcome::Invalid { .. } => StatusCode::BAD_REQUEST,
@@ -110,6 +113,7 @@ impl Failure {
             Failure::NotFound { .. } => Some("unknown_url"),
             Failure::MethodNotAllowed { .. } => Some("method_not_allowed"),
             Failure::BodyTooLarge { .. } => Some("body_too_large"),
+            Failure::HeaderTooLarge { .. } => Some("header_too_large"),
             Failure::UnsupportedMediaType { .. } => Some("unsupported_media_type"),
         }
     }
@@ -136,6 +140,9 @@ impl Failure {
             }
             Failure::BodyTooLarge { limit } => {
                 format!("the request body is larger than {limit} bytes")
+            }
+            Failure::HeaderTooLarge { limit } => {
+                format!("the request line and headers are larger than {limit} bytes")
             }
             Failure::UnsupportedMediaType { found } => {
                 format!("content type {found:?} is not supported; send application/json")
@@ -201,6 +208,40 @@ impl Failure {
         resp
     }
 
+    /// The response as bytes on the wire, and `Connection: close`: for a
+    /// refusal written before hyper has the connection (a head too large,
+    /// the heads' budget spent).
+    pub fn wire(&self) -> Vec<u8> {
+        let resp = self.response();
+        let mut body = serde_json::to_vec(&self.body()).unwrap_or_default();
+        body.push(b'\n');
+        let status = resp.status();
+        let mut out = Vec::with_capacity(256 + body.len());
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(status.as_str().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+        out.extend_from_slice(b"\r\n");
+        for (k, v) in resp.headers() {
+            if k == CONNECTION {
+                continue;
+            }
+            out.extend_from_slice(k.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(
+            format!(
+                "content-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        out.extend_from_slice(&body);
+        out
+    }
+
     /// The same error inside an event stream that has already started.
     pub fn sse(&self) -> Bytes {
         let body = serde_json::to_string(&self.body()).unwrap_or_default();
@@ -223,6 +264,27 @@ mod tests {
         assert_eq!(r.headers()[RETRY_AFTER], "2");
         assert_eq!(r.headers()["retry-after-ms"], "1500");
         assert_eq!(o.body()["error"]["type"], "overloaded");
+    }
+
+    #[test]
+    fn a_refusal_on_the_wire_is_a_whole_response_that_closes() {
+        let f = Failure::HeaderTooLarge { limit: 16384 };
+        let wire = String::from_utf8(f.wire()).expect("utf-8");
+        let (head, body) = wire.split_once("\r\n\r\n").expect("a head");
+        assert!(
+            head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("\r\nconnection: close"), "{head}");
+        assert!(
+            head.contains(&format!("\r\ncontent-length: {}", body.len())),
+            "{head}"
+        );
+        let v: serde_json::Value = serde_json::from_str(body).expect("json");
+        assert_eq!(v["error"]["code"], "header_too_large");
+        assert!(v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("16384")));
     }
 
     #[test]

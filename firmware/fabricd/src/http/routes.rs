@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::body::{full, Body};
 use super::completions::completions;
+use super::conn::Exchange;
 use super::reply::Failure;
 use super::App;
 
@@ -18,10 +19,11 @@ pub(super) async fn route(
     app: &Arc<App>,
     peer: SocketAddr,
     req: Request<Incoming>,
+    ex: &Exchange,
 ) -> Response<Body> {
     let method = req.method().clone();
     let resp = match (req.uri().path(), &method) {
-        ("/v1/completions", &Method::POST) => return completions(app, peer, req).await,
+        ("/v1/completions", &Method::POST) => return completions(app, peer, req, ex).await,
         ("/", &Method::GET) => super::page::page(),
         ("/v1/models", &Method::GET) => models(app),
         ("/healthz", &Method::GET) => json_response(StatusCode::OK, &json!({"status": "ok"})),

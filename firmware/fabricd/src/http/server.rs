@@ -1,9 +1,10 @@
-//! The accept loop and connections: a permit each, parked until they speak, guarded against slow headers and idle keep-alive.
+//! The accept loop: a permit of the connection cap each, and no more than
+//! its share for one client address; over either, `overloaded`.
 
-use std::net::SocketAddr;
-use std::pin::pin;
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use hyper::body::Incoming;
@@ -17,9 +18,9 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::conn::serve_conn;
 use super::reply::Failure;
-use super::routes::route;
-use super::{guard, App};
+use super::App;
 use crate::sched::Outcome;
 
 /// Connections over the cap that are still answered (with `overloaded`).
@@ -32,8 +33,14 @@ pub async fn serve(
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
-    let conns = Arc::new(Semaphore::new(app.config.max_connections));
+    let conns = Arc::new(Semaphore::new(app.config.max_connections()));
     let refusals = Arc::new(Semaphore::new(REFUSAL_BUDGET));
+    let addresses = Addresses::new(app.config.per_address_cap());
+    log::info!(
+        "http: at most {} connections, {} from one address",
+        app.config.max_connections(),
+        app.config.per_address_cap()
+    );
     let mut accept_errors = 0u32;
     loop {
         let accepted = tokio::select! {
@@ -60,97 +67,103 @@ pub async fn serve(
         app.metrics
             .connections_total
             .fetch_add(1, Ordering::Relaxed);
-        match conns.clone().try_acquire_owned() {
-            Ok(permit) => {
-                let app = app.clone();
-                let shutdown = shutdown.clone();
-                tracker.spawn(async move {
-                    app.metrics.connections_open.fetch_add(1, Ordering::Relaxed);
-                    app.stats.connections.opened();
-                    serve_conn(stream, peer, &app, shutdown).await;
-                    app.stats.connections.closed();
-                    app.metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
-                    drop(permit);
-                });
-            }
+        let refused = match conns.clone().try_acquire_owned() {
+            Ok(permit) => match addresses.enter(peer.ip()) {
+                Some(seat) => {
+                    let app = app.clone();
+                    let shutdown = shutdown.clone();
+                    tracker.spawn(async move {
+                        app.metrics.connections_open.fetch_add(1, Ordering::Relaxed);
+                        app.stats.connections.opened();
+                        serve_conn(stream, peer, &app, &shutdown).await;
+                        app.stats.connections.closed();
+                        app.metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
+                        drop(seat);
+                        drop(permit);
+                    });
+                    continue;
+                }
+                None => {
+                    app.metrics.address_refused.fetch_add(1, Ordering::Relaxed);
+                    "too many open connections from your address"
+                }
+            },
             Err(_) => {
                 app.metrics
                     .connections_refused
                     .fetch_add(1, Ordering::Relaxed);
-                if let Ok(permit) = refusals.clone().try_acquire_owned() {
-                    let app = app.clone();
-                    tracker.spawn(async move {
-                        refuse_conn(stream, &app).await;
-                        drop(permit);
-                    });
-                }
+                "too many open connections"
+            }
+        };
+        if let Ok(permit) = refusals.clone().try_acquire_owned() {
+            let app = app.clone();
+            tracker.spawn(async move {
+                refuse_conn(stream, &app, refused).await;
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// Connections held by each client address, each at most its share of the
+/// cap.
+#[derive(Debug)]
+struct Addresses {
+    cap: usize,
+    held: Mutex<HashMap<IpAddr, usize, foldhash::fast::RandomState>>,
+}
+
+/// A connection's place in its address's count, given back when dropped.
+struct Seat {
+    book: Arc<Addresses>,
+    ip: IpAddr,
+}
+
+impl Addresses {
+    fn new(cap: usize) -> Arc<Addresses> {
+        Arc::new(Addresses {
+            cap,
+            held: Mutex::new(HashMap::default()),
+        })
+    }
+
+    fn enter(self: &Arc<Self>, ip: IpAddr) -> Option<Seat> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = held.entry(ip).or_insert(0);
+        if *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(Seat {
+            book: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        let mut held = self
+            .book
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = held.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.ip);
             }
         }
     }
 }
 
-async fn serve_conn(
-    stream: TcpStream,
-    peer: SocketAddr,
-    app: &Arc<App>,
-    shutdown: CancellationToken,
-) {
-    // Park until the client says something: a byte to peek at (or its
-    // EOF). `readable()` alone can wake spuriously, which would hand an
-    // idle connection to hyper and its buffers.
-    let mut probe = [0u8; 1];
-    tokio::select! {
-        r = stream.peek(&mut probe) => if !matches!(r, Ok(n) if n > 0) { return },
-        _ = tokio::time::sleep(app.config.idle_timeout()) => return,
-        _ = shutdown.cancelled() => return,
-    }
-    // Boxed, so a parked connection's task is only as large as the wait
-    // above, not hyper's connection state.
-    Box::pin(serve_http(stream, peer, app, shutdown)).await;
-}
-
-async fn serve_http(
-    stream: TcpStream,
-    peer: SocketAddr,
-    app: &Arc<App>,
-    shutdown: CancellationToken,
-) {
-    let watch = guard::Watch::new(app.config.header_read_timeout());
-    let _guard = guard::spawn(watch.clone(), shutdown, app.config.shutdown_grace());
-    let app2 = app.clone();
-    let watch2 = watch.clone();
-    let service = service_fn(move |req| {
-        let app = app2.clone();
-        let watch = watch2.clone();
-        watch.begin();
-        async move {
-            let mut r = route(&app, peer, req).await;
-            // Idle again once hyper is done with the response.
-            r.body_mut().on_drop(watch);
-            Ok::<_, std::convert::Infallible>(r)
-        }
-    });
-    let conn = http1::Builder::new()
-        .keep_alive(true)
-        .max_buf_size(64 * 1024)
-        .serve_connection(TokioIo::new(stream), service);
-    let conn = pin!(conn);
-    match guard::run(conn, &watch, |c| c.graceful_shutdown()).await {
-        guard::Ended::Done(Ok(())) => {}
-        guard::Ended::Done(Err(e)) => log::debug!("http: {peer}: {e}"),
-        guard::Ended::Stopped => {
-            log::debug!("http: {peer}: header overdue, or shutdown's grace over")
-        }
-    }
-}
-
-/// Over the connection cap: read the request, answer `overloaded`, close.
-async fn refuse_conn(stream: TcpStream, app: &Arc<App>) {
+/// Over a cap: read the request, answer `overloaded` for `reason`, close.
+async fn refuse_conn(stream: TcpStream, app: &Arc<App>, reason: &'static str) {
     let retry = app.sched.published().retry_after(app.nominal_rate);
     let service = service_fn(move |_req: Request<Incoming>| async move {
         let mut r = Failure::from(Outcome::Overloaded {
             retry_after: retry,
-            reason: "too many open connections".into(),
+            reason: reason.into(),
         })
         .response();
         r.headers_mut()

@@ -147,6 +147,10 @@ pub async fn run_ready(
         nominal_rate,
         stats: stats.clone(),
         typing: crate::typing::Typing::new(config.typing.clone()),
+        heads: crate::http::head::HeadLimits::new(
+            config.max_header_bytes,
+            config.header_budget_bytes,
+        ),
     });
     let admin_stop = CancellationToken::new();
     let socket = config.socket_path();

@@ -67,6 +67,10 @@ pub struct Metrics {
     pub connections_open: AtomicI64,
     pub connections_total: AtomicU64,
     pub connections_refused: AtomicU64,
+    /// Connections refused because their address holds its share already.
+    pub address_refused: AtomicU64,
+    /// Connections whose head would have waited past the heads' budget.
+    pub heads_refused: AtomicU64,
 }
 
 impl Metrics {
@@ -153,6 +157,18 @@ impl Metrics {
             "fabricd_connections_refused_total",
             "Connections over the cap, answered overloaded.",
             self.connections_refused.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "fabricd_connections_address_refused_total",
+            "Connections refused because their address held its share of the cap.",
+            self.address_refused.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "fabricd_heads_refused_total",
+            "Connections answered overloaded because slow request heads held the whole header budget.",
+            self.heads_refused.load(Ordering::Relaxed),
         );
         render_typing(&mut out, typing.0, &typing.1);
         self.latency.render(

@@ -1,0 +1,315 @@
+//! The HTTP endpoint on a hostile LAN: heads too large or too slow, bodies
+//! declared too large, one address taking the connections, keep-alive
+//! connections that pipeline or leave a body unread.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::{post_json, Daemon};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One response from a raw connection: its head and its body (by its
+/// `content-length`), or what there was when the connection closed.
+async fn response(sock: &mut TcpStream) -> (String, String) {
+    responses(sock, 1).await.remove(0)
+}
+
+/// The next `n` responses, however the reads split them.
+async fn responses(sock: &mut TcpStream, n: usize) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while out.len() < n {
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..end]).to_string();
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if got.len() >= end + 4 + len {
+                let body = String::from_utf8_lossy(&got[end + 4..end + 4 + len]).to_string();
+                got.drain(..end + 4 + len);
+                out.push((head, body));
+                continue;
+            }
+        }
+        let r = tokio::time::timeout(common::READY_WITHIN, sock.read(&mut buf))
+            .await
+            .expect("a response in time")
+            .expect("read");
+        if r == 0 {
+            out.push((String::from_utf8_lossy(&got).to_string(), String::new()));
+            got.clear();
+            continue;
+        }
+        got.extend_from_slice(&buf[..r]);
+    }
+    out
+}
+
+/// True once the server has closed `sock` (EOF), reading and dropping
+/// anything before it.
+async fn closed(sock: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 1024];
+    loop {
+        match tokio::time::timeout(common::READY_WITHIN, sock.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+async fn connect(addr: SocketAddr) -> TcpStream {
+    TcpStream::connect(addr).await.expect("connect")
+}
+
+fn completion(prompt: &str) -> String {
+    let body = json!({"model": "kjv", "prompt": prompt, "max_tokens": 2}).to_string();
+    format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declared_body_over_the_limit_gets_413_before_100_continue() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |c| c.body_limit = 4096).await;
+    let mut sock = connect(d.addr).await;
+    sock.write_all(
+        b"POST /v1/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\n\
+          content-length: 10000000\r\nexpect: 100-continue\r\n\r\n",
+    )
+    .await
+    .expect("write");
+    let (head, body) = response(&mut sock).await;
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["error"]["code"], "body_too_large");
+    // The body never sent is not taken for the next request: closed.
+    assert!(closed(&mut sock).await);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_over_the_limit_gets_431_naming_the_limit() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |c| c.max_header_bytes = 4096).await;
+    let mut sock = connect(d.addr).await;
+    let big = format!(
+        "GET /healthz HTTP/1.1\r\nhost: t\r\nx-big: {}\r\n\r\n",
+        "a".repeat(5000)
+    );
+    sock.write_all(big.as_bytes()).await.expect("write");
+    let (head, body) = response(&mut sock).await;
+    assert!(head.starts_with("HTTP/1.1 431"), "{head}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["error"]["code"], "header_too_large");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("4096")),
+        "{v}"
+    );
+    assert!(closed(&mut sock).await);
+    // A head just under the limit is served.
+    let mut sock = connect(d.addr).await;
+    let ok = format!(
+        "GET /healthz HTTP/1.1\r\nhost: t\r\nx-big: {}\r\n\r\n",
+        "a".repeat(3900)
+    );
+    sock.write_all(ok.as_bytes()).await.expect("write");
+    let (head, _) = response(&mut sock).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_heads_past_their_budget_are_answered_overloaded_and_whole_ones_still_served() {
+    // Room for two slow heads (each holds a 4 KiB first read).
+    let d = Daemon::start(
+        |s| s.time_scale = 0.05,
+        |c| {
+            c.max_header_bytes = 4096;
+            c.header_budget_bytes = 8192;
+        },
+    )
+    .await;
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let mut s = connect(d.addr).await;
+        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n")
+            .await
+            .expect("write");
+        slow.push(s);
+    }
+    // The two wait for the rest of their heads, holding the budget; the
+    // third is refused, typed.
+    let metric = |d: &Daemon| {
+        let addr = d.addr;
+        async move {
+            let m = common::get(addr, "/metrics").await.expect("metrics").text();
+            m.lines()
+                .find_map(|l| l.strip_prefix("fabricd_heads_refused_total "))
+                .and_then(|v| v.parse::<u64>().ok())
+                .expect("the heads_refused metric")
+        }
+    };
+    let start = std::time::Instant::now();
+    let (head, body) = loop {
+        assert!(start.elapsed() < common::READY_WITHIN, "never refused");
+        let mut third = connect(d.addr).await;
+        third
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n")
+            .await
+            .expect("write");
+        let r = response(&mut third).await;
+        // Until both earlier heads are waiting, the third may wait too: it
+        // is then closed at the timeout, so try again.
+        if r.0.starts_with("HTTP/1.1 429") {
+            break r;
+        }
+    };
+    assert!(head.contains("connection: close"), "{head}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["error"]["type"], "overloaded");
+    assert!(metric(&d).await >= 1);
+    // A client whose head comes whole is served meanwhile.
+    let r = post_json(
+        d.addr,
+        json!({"model": "kjv", "prompt": "x", "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // The slow ones finish their heads and are served too.
+    for s in &mut slow {
+        s.write_all(b"\r\n").await.expect("write");
+        let (head, _) = response(s).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    }
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holds_no_more_than_its_share() {
+    let d = Daemon::start(
+        |s| s.time_scale = 0.05,
+        |c| {
+            c.max_connections = Some(8);
+            c.address_share = 0.25;
+        },
+    )
+    .await;
+    // 127.0.0.1 may hold two connections; each is answered once, so it is
+    // surely held (a readiness probe's connection may still be closing:
+    // then a refused one is opened again).
+    let mut held = Vec::new();
+    let start = std::time::Instant::now();
+    while held.len() < 2 {
+        assert!(start.elapsed() < common::READY_WITHIN, "could not hold two");
+        let mut s = connect(d.addr).await;
+        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
+            .await
+            .expect("write");
+        if response(&mut s).await.0.starts_with("HTTP/1.1 200") {
+            held.push(s);
+        }
+    }
+    let mut third = connect(d.addr).await;
+    third
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
+        .await
+        .expect("write");
+    let (head, body) = response(&mut third).await;
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    assert!(body.contains("from your address"), "{body}");
+    // Another address is not held to 127.0.0.1's share.
+    let other = tokio::net::TcpSocket::new_v4().expect("socket");
+    other
+        .bind("127.0.0.2:0".parse().expect("addr"))
+        .expect("bind 127.0.0.2");
+    let mut other = other.connect(d.addr).await.expect("connect");
+    other
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
+        .await
+        .expect("write");
+    assert!(response(&mut other).await.0.starts_with("HTTP/1.1 200"));
+    // A connection given back is the address's again.
+    drop(held.pop());
+    let start = std::time::Instant::now();
+    loop {
+        assert!(
+            start.elapsed() < common::READY_WITHIN,
+            "the seat never came back"
+        );
+        let mut s = connect(d.addr).await;
+        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
+            .await
+            .expect("write");
+        if response(&mut s).await.0.starts_with("HTTP/1.1 200") {
+            break;
+        }
+    }
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keep_alive_connection_serves_requests_in_turn_and_pipelined() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |_| {}).await;
+    let mut sock = connect(d.addr).await;
+    // One after another, then three in one write: each answered, in order.
+    for p in ["a", "b"] {
+        sock.write_all(completion(p).as_bytes())
+            .await
+            .expect("write");
+        let (head, body) = response(&mut sock).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(body.contains("\"text_completion\""), "{body}");
+    }
+    let three = format!(
+        "{}GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n{}",
+        completion("c"),
+        completion("d")
+    );
+    sock.write_all(three.as_bytes()).await.expect("write");
+    let mut three = responses(&mut sock, 3).await.into_iter();
+    let (h1, b1) = three.next().expect("first");
+    let (h2, b2) = three.next().expect("second");
+    let (h3, b3) = three.next().expect("third");
+    for h in [&h1, &h2, &h3] {
+        assert!(h.starts_with("HTTP/1.1 200"), "{h}");
+    }
+    assert!(b1.contains("\"text_completion\""), "{b1}");
+    assert!(b2.contains("\"ok\""), "{b2}");
+    assert!(b3.contains("\"text_completion\""), "{b3}");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_left_unread_closes_the_connection_rather_than_be_taken_for_a_request() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |_| {}).await;
+    let mut sock = connect(d.addr).await;
+    // A body on a path that reads none: it must not be parsed as the next
+    // request (here it would be one).
+    let smuggled = "GET /nowhere HTTP/1.1\r\nhost: t\r\n\r\n";
+    let req = format!(
+        "POST /healthz HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n{smuggled}",
+        smuggled.len()
+    );
+    sock.write_all(req.as_bytes()).await.expect("write");
+    let (head, _) = response(&mut sock).await;
+    assert!(head.starts_with("HTTP/1.1 405"), "{head}");
+    let mut rest = Vec::new();
+    let n = tokio::time::timeout(common::READY_WITHIN, sock.read_to_end(&mut rest))
+        .await
+        .expect("closed in time");
+    assert!(n.is_ok());
+    assert!(
+        !String::from_utf8_lossy(&rest).contains("HTTP/1.1 404"),
+        "the body was served as a request"
+    );
+    d.stop().await;
+}
