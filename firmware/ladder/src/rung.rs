@@ -378,8 +378,10 @@ pub struct Lurkers {
 }
 
 impl Lurkers {
-    /// Opens `n` connections, a few hundred at a time.
-    pub async fn open(target: &Target, n: usize) -> Lurkers {
+    /// Opens `n` connections, a few hundred at a time; with `request`,
+    /// each is answered one `GET /healthz` before it falls silent (one that
+    /// is not counts as failed).
+    pub async fn open(target: &Target, n: usize, request: bool) -> Lurkers {
         let mut conns = Vec::with_capacity(n);
         let mut failed = 0;
         let mut left = n;
@@ -388,7 +390,14 @@ impl Lurkers {
             let opened: Vec<_> = (0..batch)
                 .map(|_| {
                     let addr = target.addr;
-                    tokio::spawn(async move { TcpStream::connect(addr).await })
+                    let host = target.host.clone();
+                    tokio::spawn(async move {
+                        let mut s = TcpStream::connect(addr).await?;
+                        if request {
+                            healthz(&mut s, &host).await?;
+                        }
+                        Ok::<_, std::io::Error>(s)
+                    })
                 })
                 .collect();
             for o in opened {
@@ -420,5 +429,36 @@ impl Lurkers {
 
     pub fn is_empty(&self) -> bool {
         self.conns.is_empty()
+    }
+}
+
+/// One `GET /healthz` on `s`, read to the end of its body.
+async fn healthz(s: &mut TcpStream, host: &str) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    s.write_all(format!("GET /healthz HTTP/1.1\r\nhost: {host}\r\n\r\n").as_bytes())
+        .await?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    loop {
+        let n = s.read(&mut buf).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        got.extend_from_slice(&buf[..n]);
+        let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+        if !head.starts_with("http/1.1 200") {
+            return Err(std::io::Error::other(format!("/healthz answered {head}")));
+        }
+        let len = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        if got.len() >= end + 4 + len {
+            return Ok(());
+        }
     }
 }

@@ -10,7 +10,7 @@
 //!    written into buffers we are about to unmap.
 //! 4. Stop the simulator if we started it; exit 0.
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +34,8 @@ use std::time::Instant;
 #[cfg(feature = "sim")]
 pub use sim::{default_sim_catalog, start_sim, SimChild};
 
+mod memory;
+pub use memory::one_arena;
 #[cfg(feature = "sim")]
 mod sim;
 
@@ -185,6 +187,18 @@ pub async fn run_ready(
         accept_stop.clone(),
         tracker.clone(),
     ));
+    let trimmer = {
+        let app = app.clone();
+        let capacity = config.queue_capacity as u64;
+        tokio::spawn(memory::give_back(
+            move || {
+                let open = app.metrics.connections_open.load(Ordering::Relaxed);
+                let admitted = capacity.saturating_sub(app.permits.available_permits() as u64);
+                u64::try_from(open).unwrap_or(0) + admitted
+            },
+            accept_stop.clone(),
+        ))
+    };
     let schedule = config.rotation_interval().map(|every| {
         let rotator = rotator.clone();
         tokio::spawn(async move {
@@ -243,8 +257,7 @@ pub async fn run_ready(
     }
     let scheduler_ended = ended.is_some();
     log::info!("serve: shutting down");
-    app.shutting_down
-        .store(true, std::sync::atomic::Ordering::Relaxed);
+    app.shutting_down.store(true, Ordering::Relaxed);
     accept_stop.cancel();
     admin_stop.cancel();
     if let Some(t) = schedule {
@@ -254,6 +267,7 @@ pub async fn run_ready(
         t.abort();
     }
     let _ = server_task.await;
+    let _ = trimmer.await;
     // The connections saw the same token: hyper finishes the request in
     // flight on each and closes it.
     tracker.close();

@@ -58,6 +58,10 @@ pub struct Args {
     /// Idle connections held open for the whole run.
     #[arg(long, default_value_t = 0)]
     pub lurkers: usize,
+    /// Each lurker first fetches `/healthz` and then stays silent on its
+    /// kept-alive connection, as a browser tab that loaded a page does.
+    #[arg(long, requires = "lurkers")]
+    pub lurker_request: bool,
     /// Write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,

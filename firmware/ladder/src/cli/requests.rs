@@ -56,7 +56,7 @@ pub async fn run(args: &Args, target: Target, bands: Bands) -> anyhow::Result<bo
         Some(c)
     };
     let lurkers = if args.lurkers > 0 {
-        let l = Lurkers::open(&target, args.lurkers).await;
+        let l = Lurkers::open(&target, args.lurkers, args.lurker_request).await;
         eprintln!(
             "ladder: {} lurkers open ({} failed to connect)",
             l.len(),

@@ -1,0 +1,142 @@
+//! Gives freed memory back to the system once load has gone.
+//!
+//! glibc's malloc keeps the pages of freed blocks for the next allocation,
+//! and returns to the system only what is free at the top of the heap. So
+//! after ten thousand connections close, or a burst of requests ends, the
+//! daemon would keep their memory until the next burst: on a 512 MiB
+//! board, memory no other process can have. `malloc_trim(0)` gives back
+//! every whole free page in the heap (inside it too, since glibc 2.8). It
+//! holds the arena's lock while it walks the heap, so it runs when load
+//! has fallen, not on every tick.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+/// How often load is looked at.
+const EVERY: Duration = Duration::from_secs(1);
+
+/// Load that must have gone since the last trim (connections and requests
+/// together) before another: a quarter of the peak, and at least this.
+const FALL: u64 = 64;
+
+/// Ticks after a trim before a second one, if load has not risen since:
+/// what ends a little after the rest (a refusal's lingering close, a
+/// blocking thread's work) is freed by then.
+const AGAIN_AFTER: u32 = 5;
+
+/// When to trim: load has fallen by a quarter of its peak since the last
+/// trim, and by at least [`FALL`]; and once more a few seconds later if it
+/// has stayed down.
+#[derive(Debug, Default)]
+pub struct Watch {
+    peak: u64,
+    /// Ticks to the second trim, and the load it was set at.
+    again: Option<(u32, u64)>,
+}
+
+impl Watch {
+    /// Takes the load now (one tick); true if memory should be given back.
+    pub fn look(&mut self, load: u64) -> bool {
+        if let Some((ticks, at)) = self.again {
+            if load > at {
+                self.again = None;
+            } else if ticks <= 1 {
+                self.again = None;
+                return true;
+            } else {
+                self.again = Some((ticks - 1, at));
+            }
+        }
+        if load >= self.peak {
+            self.peak = load;
+            return false;
+        }
+        let trim = self.peak - load >= FALL && load * 4 <= self.peak * 3;
+        if trim {
+            self.peak = load;
+            self.again = Some((AGAIN_AFTER, load));
+        }
+        trim
+    }
+}
+
+/// Trims when [`Watch`] says so, until `stop` fires; `load` is the
+/// connections open and the requests admitted.
+pub async fn give_back(load: impl Fn() -> u64, stop: CancellationToken) {
+    let mut watch = Watch::default();
+    let mut tick = tokio::time::interval(EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        if watch.look(load()) {
+            // Off the serving thread: the walk takes milliseconds on a
+            // large heap.
+            let _ = tokio::task::spawn_blocking(trim).await;
+        }
+    }
+}
+
+/// Keeps every thread's allocations in one arena. glibc gives a thread
+/// that finds an arena's lock taken an arena of its own (up to eight a
+/// core), and memory freed into those arenas by threads that then sleep
+/// (blocking work, the simulator's) stayed with them. The daemon serves
+/// from one thread, so the one lock is seldom contended. Called before the
+/// runtime and the simulator start their threads.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+pub fn one_arena() {
+    // SAFETY: mallopt takes two integers and changes only malloc's
+    // settings; glibc locks what it changes.
+    if unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) } != 1 {
+        log::warn!("serve: could not limit malloc to one arena");
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn one_arena() {}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn trim() {
+    // SAFETY: malloc_trim takes no pointers and is thread-safe (it locks
+    // each arena it walks); 0 asks it to keep no padding at the top.
+    let released = unsafe { libc::malloc_trim(0) };
+    log::debug!("serve: gave free memory back to the system ({released})");
+}
+
+/// Other C libraries (musl) have no `malloc_trim`; their allocators give
+/// memory back as they see fit.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trims_once_load_has_fallen_by_a_quarter_and_not_while_it_climbs() {
+        let mut w = Watch::default();
+        for load in [0, 10, 1000, 12_000] {
+            assert!(!w.look(load), "climbing at {load}");
+        }
+        // A dip of less than a quarter: no.
+        assert!(!w.look(10_000));
+        // Past a quarter: once, and the fallen load is the new peak.
+        assert!(w.look(8_000));
+        // Load rises again before the second trim is due: none.
+        assert!(!w.look(8_500));
+        assert!(w.look(0));
+        // Load stays down: a second trim, AGAIN_AFTER ticks later, once.
+        let later: Vec<bool> = (0..AGAIN_AFTER + 3).map(|_| w.look(0)).collect();
+        let mut want = vec![false; later.len()];
+        want[AGAIN_AFTER as usize - 1] = true;
+        assert_eq!(later, want);
+        // Small loads never trim: at most FALL has gone.
+        assert!(!w.look(FALL - 1));
+        assert!(!w.look(0));
+    }
+}
