@@ -245,6 +245,80 @@ fn a_missing_uio_device_is_named() {
     );
 }
 
+/// Polls `done` until it holds; false after `within`.
+fn eventually(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() > within {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+#[test]
+fn board_paths_are_as_given_when_absolute_and_under_the_root_when_relative() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let _sim = SimProcess::start(root, &[]);
+    // probe names the slots' models from a relative --catalog, under --root.
+    let out = run(fabricd()
+        .arg("probe")
+        .arg("--root")
+        .arg(root)
+        .args(["--catalog", "lib/firmware/fabricd"]));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("slot 0    ready    kjv"), "{stdout}");
+    // serve: an absolute --socket as given (not under the root a second
+    // time), a relative --data-dir and --catalog under the root.
+    let socket = root.join("run/x.sock");
+    let config = root.join("fabricd.toml");
+    std::fs::write(&config, "stats_checkpoint = \"10ms\"\n").expect("config");
+    let serve = ServeProcess::on(
+        root,
+        &[
+            "--config",
+            config.to_str().expect("utf-8"),
+            "--socket",
+            socket.to_str().expect("utf-8"),
+            "--data-dir",
+            "stats",
+            "--catalog",
+            "lib/firmware/fabricd",
+        ],
+    );
+    let out = run(Command::new(env!("CARGO_BIN_EXE_fabricctl"))
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--json", "status"]));
+    assert!(
+        out.status.success(),
+        "fabricctl through {}: {}{}",
+        socket.display(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let doubled = root.join(socket.strip_prefix("/").expect("absolute"));
+    assert!(!doubled.exists(), "{} exists", doubled.display());
+    let log = root.join("stats").join(fabricd::stats::LOG);
+    assert!(
+        eventually(READY_WITHIN, || log.exists()),
+        "no stats log at {}",
+        log.display()
+    );
+    drop(serve);
+    // The rule is in the help of every command that takes a board path.
+    for cmd in ["probe", "generate", "inspect", "serve"] {
+        let help = text(&run(fabricd().args([cmd, "--help"])).stdout);
+        assert!(
+            help.contains("an absolute path is used as given; a relative one is under --root"),
+            "fabricd {cmd} --help: {help}"
+        );
+    }
+}
+
 #[test]
 fn only_one_process_drives_the_fabric() {
     let dir = tempfile::tempdir().expect("tempdir");
