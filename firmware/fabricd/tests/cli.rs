@@ -208,6 +208,56 @@ fn without_a_fabric_probe_names_the_path_it_looked_at() {
     assert!(err.contains("fabricd,shell-1.0"), "{err}");
 }
 
+/// Every level of an error says its own step and its cause comes once:
+/// a message that repeated its source printed the cause twice under the
+/// `{e:#}` that prints the chain.
+#[test]
+fn an_error_prints_its_cause_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let enoent = std::io::Error::from_raw_os_error(2).to_string();
+    let missing = dir.path().join("missing.toml");
+    let cases: [(&str, Vec<std::ffi::OsString>); 3] = [
+        (
+            "looking for the fabric under",
+            vec!["probe".into(), "--root".into(), dir.path().into()],
+        ),
+        (
+            "generate",
+            vec![
+                "generate".into(),
+                "--root".into(),
+                dir.path().into(),
+                "--prompt".into(),
+                "x".into(),
+            ],
+        ),
+        (
+            "reading",
+            vec!["serve".into(), "--config".into(), missing.clone().into()],
+        ),
+    ];
+    for (what, args) in cases {
+        let out = run(fabricd().args(&args));
+        assert_eq!(out.status.code(), Some(1), "{what}");
+        let err = text(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{what}: {err}");
+        assert_eq!(err.matches(&enoent).count(), 1, "{what}: {err}");
+    }
+    let out = run(fabricd().args(["probe", "--root"]).arg(dir.path()));
+    assert_eq!(
+        text(&out.stderr).trim_end(),
+        format!(
+            "fabricd: looking for the fabric under {}/proc/device-tree: {enoent}",
+            dir.path().display()
+        )
+    );
+    let out = run(fabricd().arg("serve").arg("--config").arg(&missing));
+    assert_eq!(
+        text(&out.stderr).trim_end(),
+        format!("fabricd: reading {}: {enoent}", missing.display())
+    );
+}
+
 #[test]
 fn a_foreign_or_newer_shell_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
