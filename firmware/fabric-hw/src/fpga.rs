@@ -345,7 +345,7 @@ pub fn with_firmware(blob: &[u8], path: &Path, firmware: &str) -> Result<Vec<u8>
         dtbo: path.to_owned(),
         problem,
     };
-    let mut tree = DtNode::from_blob(blob, path).map_err(|e| bad(e.to_string()))?;
+    let mut tree = DtNode::from_blob(blob, path).map_err(|e| bad(crate::Chain(&e).to_string()))?;
     tree.find_mut_by(&|n| n.name == "__overlay__" && n.props.contains_key("firmware-name"))
         .ok_or_else(|| bad("no fragment names a firmware-name: it programs nothing".into()))?
         .set_string("firmware-name", firmware);

@@ -220,11 +220,12 @@ impl Driver {
                 Ok(()) => self.in_flight += 1,
                 Err(e @ ShellError::Dma(_)) => return Err(e),
                 Err(e) => {
-                    log::warn!("fabric: submission refused: {}", fabric_hw::Chain(&e));
+                    let reason = fabric_hw::Chain(&e).to_string();
+                    log::warn!("fabric: submission refused: {reason}");
                     out.push(DriverEvent::Refused {
                         tag: sub.tag,
                         ctx: sub.ctx,
-                        reason: e.to_string(),
+                        reason,
                     });
                 }
             }
