@@ -2,8 +2,9 @@
 """Structural check of the Buildroot external tree in buildroot/.
 
 CI cannot fetch Buildroot, so this checks what can be checked without it:
-the tree's layout and names as Buildroot requires them, that every file a
-defconfig names exists, that the kernel fragment turns on what fabricd
+the tree's layout and names as Buildroot requires them, that every
+package names its license files (and a local package's are here), that
+every file a defconfig names exists, that the kernel fragment turns on what fabricd
 needs, and that the image has its three partitions. The checks with a real
 Buildroot (make <defconfig>, check-dotconfig.py, check-package) are in the
 README, with their results.
@@ -70,9 +71,9 @@ for pkg in packages:
     if f"config BR2_PACKAGE_{upper}\n" not in cin:
         problem(os.path.join(d, "Config.in"), f"does not define BR2_PACKAGE_{upper}")
     mk = read(os.path.join(d, f"{pkg}.mk"))
-    for var in ("VERSION", "SITE", "LICENSE"):
+    for var in ("VERSION", "SITE", "LICENSE", "LICENSE_FILES"):
         if not re.search(rf"^{upper}_{var}\s*[:+]?=", mk, re.M):
-            problem(os.path.join(d, f"{pkg}.mk"), f"no {upper}_{var}")
+            problem(os.path.join(d, f"{pkg}.mk"), f"no {upper}_{var} (make legal-info needs it)")
     for script in sorted(f for f in os.listdir(d) if re.fullmatch(r"S\d\d[\w-]+", f)):
         if script not in mk:
             problem(os.path.join(d, script), f"is not installed by {pkg}.mk")
@@ -80,6 +81,16 @@ for pkg in packages:
     if not infra or not infra[-1].endswith("package"):
         problem(os.path.join(d, f"{pkg}.mk"), "does not end with $(eval $(<infrastructure>-package))")
     method = re.search(rf"^{upper}_SITE_METHOD\s*=\s*(\S+)", mk, re.M)
+    # A local package's license files are in this repository: legal-info
+    # copies each from the package's source directory (its SITE), so each
+    # must be there.
+    site = re.search(rf"^{upper}_SITE\s*=\s*\$\({ext_var}\)(\S*)\s*$", mk, re.M)
+    lic = re.search(rf"^{upper}_LICENSE_FILES\s*=\s*(.+)$", mk, re.M)
+    if method and method.group(1) == "local" and site and lic:
+        src = os.path.normpath(ROOT + site.group(1))
+        for f in lic.group(1).split():
+            if not os.path.isfile(os.path.join(src, f)):
+                problem(os.path.join(d, f"{pkg}.mk"), f"license file {f} is not in the package's source ({os.path.relpath(src, os.path.dirname(ROOT)) or '.'})")
     if not method or method.group(1) != "local":
         hashes = read(os.path.join(d, f"{pkg}.hash"))
         if not re.search(r"^sha256\s+[0-9a-f]{64}\s+\S+", hashes, re.M):

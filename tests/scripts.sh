@@ -52,5 +52,36 @@ mkdir -p "$fake_br/package" && touch "$fake_br/Makefile"
 expect 2 "--board must be kv260 or zed" scripts/build-image --buildroot "$fake_br" --board zcu102
 expect 2 "is not a board target" scripts/cross-test x86_64-unknown-linux-gnu
 
+# post-build.sh twice on one target directory, as Buildroot runs it on a
+# rebuild: keys given the first time, none the second. The second image
+# must not keep the first one's keys.
+post_build() {
+    local out status
+    out=$(TARGET_DIR="$pb/target" BINARIES_DIR="$pb/images" BASE_DIR="$pb" \
+        sh buildroot/board/common/post-build.sh "$pb/target" ttyPS0 mmcblk1p2 mmcblk1p3 kv260 2>&1)
+    status=$?
+    [ "$status" -eq 0 ] || { echo "FAIL: post-build.sh: exit $status: $out"; failures=$((failures + 1)); return 1; }
+}
+pb=$(mktemp -d)
+trap 'rm -rf "$fake_br" "$pb"' EXIT
+mkdir -p "$pb/target/etc" "$pb/images" && touch "$pb/target/etc/fstab"
+echo "ssh-ed25519 AAAA-earlier-build" > "$pb/authorized_keys"
+if post_build; then
+    if [ -f "$pb/target/etc/fabricd/authorized_keys" ]; then
+        echo "ok: post-build.sh installs the keys it is given"; passed=$((passed + 1))
+    else
+        echo "FAIL: post-build.sh did not install $pb/authorized_keys"; failures=$((failures + 1))
+    fi
+fi
+rm "$pb/authorized_keys"
+if post_build; then
+    if [ -e "$pb/target/etc/fabricd/authorized_keys" ]; then
+        echo "FAIL: post-build.sh without keys kept an earlier build's: $(cat "$pb/target/etc/fabricd/authorized_keys")"
+        failures=$((failures + 1))
+    else
+        echo "ok: post-build.sh without keys leaves none from an earlier build"; passed=$((passed + 1))
+    fi
+fi
+
 echo "script tests: $passed passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -19,9 +19,13 @@ if [ -n "${DATA_DEV}" ] && ! grep -q ' /data ' "${TARGET_DIR}/etc/fstab"; then
 fi
 
 # The SSH keys scripts/build-image was given: copied to the data partition
-# on first boot (S05data), so the first login works.
+# on first boot (S05data), so the first login works. Buildroot keeps the
+# target directory from one build to the next, so a build without keys
+# removes those of an earlier one (else the image would let its holder in).
 if [ -f "${BASE_DIR}/authorized_keys" ]; then
 	install -D -m 0600 "${BASE_DIR}/authorized_keys" "${TARGET_DIR}/etc/fabricd/authorized_keys"
+else
+	rm -f "${TARGET_DIR}/etc/fabricd/authorized_keys"
 fi
 
 rm -rf "${TARGET_DIR}/etc/dropbear"

@@ -9,6 +9,9 @@ FABRICD_SITE = $(BR2_EXTERNAL_FABRICD_PATH)/..
 FABRICD_SITE_METHOD = local
 FABRICD_SUBDIR = firmware/fabricd
 FABRICD_LICENSE = MIT or Apache-2.0
+# Relative to the package's source, the whole repository (FABRICD_SITE), as
+# Buildroot's legal-info reads them.
+FABRICD_LICENSE_FILES = LICENSE-MIT LICENSE-APACHE
 # The repository is the source; leave out what is not (build output,
 # scripts/build-image's default output-<board> directories among it).
 FABRICD_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS = \

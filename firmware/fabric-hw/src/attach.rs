@@ -20,7 +20,7 @@ use crate::Root;
 /// Why the fabric could not be attached.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
-    #[error("no fabric found: {0}")]
+    #[error("no fabric found")]
     DeviceTree(#[from] DtError),
     #[error(transparent)]
     Shell(#[from] ShellError),
@@ -28,7 +28,7 @@ pub enum AttachError {
     Dma(#[from] DmaError),
     #[error(transparent)]
     Uio(#[from] UioError),
-    #[error("looking for the fabric under {root}: {source}")]
+    #[error("looking for the fabric under {root}")]
     NoRoot {
         root: PathBuf,
         source: std::io::Error,

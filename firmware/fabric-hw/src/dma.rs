@@ -62,9 +62,9 @@ pub const SYNC_TIMEOUT: Duration = Duration::from_secs(2);
 pub enum DmaError {
     #[error(transparent)]
     Sysfs(#[from] SysfsError),
-    #[error("opening {path}: {source}")]
+    #[error("opening {path}")]
     Open { path: PathBuf, source: io::Error },
-    #[error("mapping {size} bytes of {path}: {source}")]
+    #[error("mapping {size} bytes of {path}")]
     Map {
         path: PathBuf,
         size: u64,
@@ -88,7 +88,7 @@ pub enum DmaError {
         end: u64,
         size: u64,
     },
-    #[error("writing sync command {command:#x} to {path}: {source}")]
+    #[error("writing sync command {command:#x} to {path}")]
     SyncWrite {
         path: PathBuf,
         command: u64,

@@ -36,7 +36,7 @@ const POLL: Duration = Duration::from_millis(2);
 /// Why a reconfiguration step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FpgaError {
-    #[error("{path}: no FPGA manager ({source}); is CONFIG_FPGA_MGR set?")]
+    #[error("{path}: no FPGA manager (is CONFIG_FPGA_MGR set?)")]
     NoManager { path: PathBuf, source: io::Error },
     #[error("{path}: this kernel's FPGA manager has no `firmware` attribute (mainline cannot start a load from userspace; linux-xlnx can)")]
     NoFirmwareAttr { path: PathBuf },
@@ -48,11 +48,11 @@ pub enum FpgaError {
         firmware: String,
         state: String,
     },
-    #[error("{path}: no configfs overlay directory ({source}); is configfs mounted there and CONFIG_OF_OVERLAY (with the configfs patch) set?")]
+    #[error("{path}: no configfs overlay directory (is configfs mounted there and CONFIG_OF_OVERLAY, with the configfs patch, set?)")]
     NoOverlays { path: PathBuf, source: io::Error },
-    #[error("creating overlay {path}: {source}")]
+    #[error("creating overlay {path}")]
     OverlayCreate { path: PathBuf, source: io::Error },
-    #[error("removing overlay {path}: {source}")]
+    #[error("removing overlay {path}")]
     OverlayRemove { path: PathBuf, source: io::Error },
     #[error("overlay {name}: applying {dtbo:?} failed: status reads {status:?}; the FPGA manager's state reads {manager:?} (the kernel log says why)")]
     OverlayNotApplied {
@@ -199,7 +199,10 @@ impl Overlays {
         let result = self.apply_in(&dir, name, dtbo, timeout);
         if result.is_err() {
             if let Err(e) = self.remove(name) {
-                log::warn!("overlay {name}: cleaning up after a failed apply: {e}");
+                log::warn!(
+                    "overlay {name}: cleaning up after a failed apply: {}",
+                    crate::Chain(&e)
+                );
             }
         }
         result
@@ -238,7 +241,7 @@ impl Overlays {
                         dtbo: dtbo.to_owned(),
                         status,
                         manager: sysfs::read_string(&self.manager.join("state"))
-                            .unwrap_or_else(|e| e.to_string()),
+                            .unwrap_or_else(|e| crate::Chain(&e).to_string()),
                     })
                 }
             }
@@ -342,7 +345,7 @@ pub fn with_firmware(blob: &[u8], path: &Path, firmware: &str) -> Result<Vec<u8>
         dtbo: path.to_owned(),
         problem,
     };
-    let mut tree = DtNode::from_blob(blob, path).map_err(|e| bad(e.to_string()))?;
+    let mut tree = DtNode::from_blob(blob, path).map_err(|e| bad(crate::Chain(&e).to_string()))?;
     tree.find_mut_by(&|n| n.name == "__overlay__" && n.props.contains_key("firmware-name"))
         .ok_or_else(|| bad("no fragment names a firmware-name: it programs nothing".into()))?
         .set_string("firmware-name", firmware);

@@ -25,6 +25,8 @@
 //! - [`rings`]: the rings in the DDR buffer: the doorbell, completions.
 //! - [`attach`](mod@attach): the one assembly of these parts that every driver of the
 //!   fabric uses (the daemon, `fabricd generate`, the simulator's tests).
+//! - [`report`]: an error with its causes on one line, each once, for
+//!   logs and refusals.
 //!
 //! # Why not the `uio` crate
 //! The `uio` crate hard-codes `/dev` and `/sys` (so tests cannot point it at a
@@ -40,6 +42,7 @@ pub mod devtree;
 pub mod dma;
 pub mod fpga;
 pub mod mmio;
+pub mod report;
 pub mod rings;
 pub mod root;
 pub mod shell;
@@ -47,4 +50,5 @@ pub mod sysfs;
 pub mod uio;
 
 pub use attach::{attach, AttachError, Attached};
+pub use report::Chain;
 pub use root::Root;

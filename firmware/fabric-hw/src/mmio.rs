@@ -34,7 +34,7 @@ pub trait RegisterWindow: Send + Sync {
 /// Why a register window could not be mapped.
 #[derive(Debug, thiserror::Error)]
 pub enum MmioError {
-    #[error("mapping {len} bytes of {path} at file offset {file_offset:#x}: {source}")]
+    #[error("mapping {len} bytes of {path} at file offset {file_offset:#x}")]
     Map {
         path: PathBuf,
         file_offset: u64,

@@ -69,7 +69,7 @@ pub enum ShellError {
     ContextBusy { tag: u32, ctx: u16, running: u32 },
     #[error("the submission ring is full ({entries} entries in flight)")]
     RingFull { entries: u32 },
-    #[error("completion ring index {index}: {source}")]
+    #[error("completion ring index {index}")]
     Completion { index: u32, source: DescriptorError },
     #[error(
         "completion ring index {index}: tag {tag} in context {ctx}, which is running tag {running}"

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// Why an attribute could not be read, parsed or written.
 #[derive(Debug, thiserror::Error)]
 pub enum SysfsError {
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Read { path: PathBuf, source: io::Error },
     #[error("{path}: expected {expected}, found {found:?}")]
     Parse {
@@ -18,7 +18,7 @@ pub enum SysfsError {
         expected: &'static str,
         found: String,
     },
-    #[error("writing {value:?} to {path}: {source}")]
+    #[error("writing {value:?} to {path}")]
     Write {
         path: PathBuf,
         value: String,

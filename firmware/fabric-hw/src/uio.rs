@@ -34,7 +34,7 @@ pub const MAX_MAPS: usize = 5;
 /// Why a UIO device could not be found, mapped or waited on.
 #[derive(Debug, thiserror::Error)]
 pub enum UioError {
-    #[error("{path}: no UIO class directory ({source}); is CONFIG_UIO set and uio_pdrv_genirq loaded with of_id=generic-uio?")]
+    #[error("{path}: no UIO class directory (is CONFIG_UIO set and uio_pdrv_genirq loaded with of_id=generic-uio?)")]
     NoUioClass { path: PathBuf, source: io::Error },
     #[error("no UIO device named {} under {path} (found: {found:?})", quoted(.names))]
     NotFound {
@@ -70,19 +70,19 @@ pub enum UioError {
     },
     #[error(transparent)]
     Sysfs(#[from] SysfsError),
-    #[error("opening {path}: {source}")]
+    #[error("opening {path}")]
     Open { path: PathBuf, source: io::Error },
     #[error(transparent)]
     Map(#[from] MmioError),
     #[error("asking the kernel for the page size: {0}")]
     PageSize(String),
-    #[error("reading the interrupt count from {path}: {source}")]
+    #[error("reading the interrupt count from {path}")]
     IrqRead { path: PathBuf, source: io::Error },
     #[error("{path}: read {len} bytes of interrupt count, expected 4")]
     IrqShortRead { path: PathBuf, len: usize },
     #[error("{path}: the interrupt source closed")]
     IrqClosed { path: PathBuf },
-    #[error("unmasking the interrupt through {path}: {source}")]
+    #[error("unmasking the interrupt through {path}")]
     IrqWrite { path: PathBuf, source: io::Error },
 }
 

@@ -104,7 +104,7 @@ struct Pl {
 fn map(file: &File, path: &Path, phys: u64, len: usize, page: u64) -> Result<Mmio, SimError> {
     let base = phys & !(page - 1);
     Mmio::map(file, path, base, (phys - base) as usize, len)
-        .map_err(|e| SimError::Map(format!("{phys:#x}: {e}")))
+        .map_err(|e| SimError::Map(format!("{phys:#x}: {}", fabric_hw::Chain(&e))))
 }
 
 impl Pl {

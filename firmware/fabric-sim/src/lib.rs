@@ -55,7 +55,7 @@ use layout::Paths;
 /// Why the simulator could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error("laying out the board root at {path}: {source}")]
+    #[error("laying out the board root at {path}")]
     Layout {
         path: std::path::PathBuf,
         source: std::io::Error,
@@ -64,7 +64,7 @@ pub enum SimError {
     Map(String),
     #[error("--load {arg:?}: {problem}")]
     Load { arg: String, problem: String },
-    #[error("the interrupt socket at {path}: {source}")]
+    #[error("the interrupt socket at {path}")]
     Irq {
         path: std::path::PathBuf,
         source: std::io::Error,
@@ -153,16 +153,17 @@ impl Simulator {
             .open(&paths.regs)
             .map_err(|e| SimError::Map(format!("{}: {e}", paths.regs.display())))?;
         let regs = Mmio::map(&regs_file, &paths.regs, 0, 0, WINDOW_LEN)
-            .map_err(|e| SimError::Map(e.to_string()))?;
+            .map_err(|e| SimError::Map(fabric_hw::Chain(&e).to_string()))?;
         let mut config = config;
         let cpu_view = if config.uio_buffer {
             // Uncached: no cache stands between the two sides.
             config.dma_coherent = true;
-            let page = fabric_hw::uio::page_size().map_err(|e| SimError::Map(e.to_string()))?;
+            let page = fabric_hw::uio::page_size()
+                .map_err(|e| SimError::Map(fabric_hw::Chain(&e).to_string()))?;
             let len = usize::try_from(config.dma_size)
                 .map_err(|_| SimError::Config("--dma-size does not fit".into()))?;
             let window = Mmio::map(&regs_file, &paths.regs, page, 0, len)
-                .map_err(|e| SimError::Map(e.to_string()))?;
+                .map_err(|e| SimError::Map(fabric_hw::Chain(&e).to_string()))?;
             DmaBuf::uncached(
                 "buffer".into(),
                 paths.regs.clone(),
@@ -170,7 +171,8 @@ impl Simulator {
                 window,
             )
         } else {
-            DmaBuf::open(&paths.root, layout::DMA_NAME).map_err(|e| SimError::Map(e.to_string()))?
+            DmaBuf::open(&paths.root, layout::DMA_NAME)
+                .map_err(|e| SimError::Map(fabric_hw::Chain(&e).to_string()))?
         };
         let mut fabric = Fabric::new(config.clone(), regs, cpu_view);
         for arg in &config.load {
@@ -361,7 +363,7 @@ pub fn run(mut config: SimConfig) -> std::process::ExitCode {
     let sim = match Simulator::start(config) {
         Ok(sim) => sim,
         Err(e) => {
-            eprintln!("fabric-sim: {e}");
+            eprintln!("fabric-sim: {}", fabric_hw::Chain(&e));
             return std::process::ExitCode::FAILURE;
         }
     };
@@ -393,7 +395,7 @@ fn run_kernel(mut config: SimConfig, signals: nix::sys::signal::SigSet) -> std::
     match device.join() {
         Ok(Ok(())) => std::process::ExitCode::SUCCESS,
         Ok(Err(e)) => {
-            eprintln!("fabric-sim: {e}");
+            eprintln!("fabric-sim: {}", fabric_hw::Chain(&e));
             std::process::ExitCode::FAILURE
         }
         Err(_) => {

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use fabric_hw::contract::SlotState;
 use fabric_hw::devtree::DtNode;
+use fabric_hw::Chain;
 use fabric_model::image;
 use sha2::{Digest, Sha256};
 
@@ -133,9 +134,10 @@ pub(crate) fn apply_overlay(shared: &Shared, name: &str, dtbo: &str) {
 fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<Applied, String> {
     let path = firmware_path(shared, dtbo)?;
     let blob = fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    let tree = DtNode::from_blob(&blob, &path).map_err(|e| e.to_string())?;
+    let tree = DtNode::from_blob(&blob, &path).map_err(|e| Chain(&e).to_string())?;
     // The live tree, as it is now: what the kernel's rules look at.
-    let live = DtNode::from_dir(&shared.paths.root.device_tree()).map_err(|e| e.to_string())?;
+    let live =
+        DtNode::from_dir(&shared.paths.root.device_tree()).map_err(|e| Chain(&e).to_string())?;
     rules::resolve_fixups(&tree, &live)?;
     let fragment = tree
         .walk()

@@ -2,6 +2,11 @@
 //!
 //! Every key is optional; the defaults suit a board. `fabricd serve --help`
 //! lists the flags; `docs/config.example.toml` lists every key.
+//!
+//! Paths on the board (`catalog`, `socket`, `data_dir`), from a flag or the
+//! file, follow one rule, [`under_root`]: an absolute one is used as given,
+//! a relative one is under `root`. The defaults are relative, so they move
+//! with `--root` (and with `--sim`, to the simulator's root).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,7 +17,7 @@ use serde::Deserialize;
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Read {
         path: PathBuf,
         source: std::io::Error,
@@ -31,7 +36,9 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Root of the board's file system.
     pub root: PathBuf,
-    /// The model catalog (default `<root>/lib/firmware/fabricd`).
+    /// The model catalog (default `<root>/lib/firmware/fabricd`); see
+    /// [`under_root`]. Under `--sim` it is where the simulator's models
+    /// come from, on this machine.
     pub catalog: Option<PathBuf>,
     /// Where configfs is mounted.
     pub configfs: String,
@@ -77,9 +84,9 @@ pub struct Config {
     /// Take the client's address from `X-Forwarded-For` (behind a trusted
     /// proxy only).
     pub trust_forwarded_for: bool,
-    /// The control socket.
+    /// The control socket; see [`under_root`].
     pub socket: PathBuf,
-    /// Where stats are kept.
+    /// Where stats are kept; see [`under_root`].
     pub data_dir: PathBuf,
     /// Length of a stats window, e.g. "30m", "10s".
     pub stats_window: String,
@@ -256,8 +263,8 @@ impl Default for Config {
             idle_timeout_ms: 300_000,
             shutdown_grace_ms: 10_000,
             trust_forwarded_for: false,
-            socket: PathBuf::from("/run/fabricd.sock"),
-            data_dir: PathBuf::from("/data/fabricd"),
+            socket: PathBuf::from("run/fabricd.sock"),
+            data_dir: PathBuf::from("data/fabricd"),
             stats_window: "30m".into(),
             stats_checkpoint: "60s".into(),
             stats_max_bytes: 8 << 20,
@@ -303,6 +310,18 @@ impl Config {
     /// The most connections one address may hold.
     pub fn per_address_cap(&self) -> usize {
         ((self.max_connections() as f64 * self.address_share).ceil() as usize).max(1)
+    }
+}
+
+/// A path option on the board: an absolute `path` as given, a relative one
+/// under `root`. One rule for every such option, from a flag or the file,
+/// so that `--socket R/run/x.sock --root R` is `R/run/x.sock`, not under
+/// `R` twice, and `--catalog` means what `--socket` does.
+pub fn under_root(root: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_owned()
+    } else {
+        root.join(path)
     }
 }
 
@@ -438,14 +457,14 @@ impl Config {
         self.rotation.interval.as_deref().and_then(parse_duration)
     }
 
-    /// The stats directory: `data_dir` under the root.
+    /// The stats directory: `data_dir` by [`under_root`].
     pub fn data_path(&self) -> PathBuf {
-        fabric_hw::Root::new(&self.root).path(&self.data_dir.to_string_lossy())
+        under_root(&self.root, &self.data_dir)
     }
 
-    /// The control socket: `socket` under the root.
+    /// The control socket: `socket` by [`under_root`].
     pub fn socket_path(&self) -> PathBuf {
-        fabric_hw::Root::new(&self.root).path(&self.socket.to_string_lossy())
+        under_root(&self.root, &self.socket)
     }
 
     /// The stats settings.
@@ -458,11 +477,12 @@ impl Config {
         }
     }
 
-    /// The catalog directory.
+    /// The catalog directory: `catalog` by [`under_root`], or the board's.
     pub fn catalog_dir(&self) -> PathBuf {
-        self.catalog
-            .clone()
-            .unwrap_or_else(|| fabric_hw::Root::new(&self.root).our_firmware_dir())
+        match &self.catalog {
+            Some(c) => under_root(&self.root, c),
+            None => fabric_hw::Root::new(&self.root).our_firmware_dir(),
+        }
     }
 
     pub fn header_read_timeout(&self) -> Duration {
@@ -499,6 +519,46 @@ mod tests {
         let parsed = Config::load(&path).expect("docs/config.example.toml parses");
         parsed.validate().expect("and is valid");
         assert_eq!(format!("{parsed:?}"), format!("{:?}", Config::default()));
+    }
+
+    #[test]
+    fn board_paths_are_as_given_when_absolute_and_under_the_root_when_relative() {
+        let root = Path::new("/tmp/board");
+        let c = Config {
+            root: root.to_owned(),
+            socket: root.join("run/x.sock"),
+            data_dir: "stats".into(),
+            catalog: Some("models".into()),
+            ..Config::default()
+        };
+        assert_eq!(c.socket_path(), Path::new("/tmp/board/run/x.sock"));
+        assert_eq!(c.data_path(), Path::new("/tmp/board/stats"));
+        assert_eq!(c.catalog_dir(), Path::new("/tmp/board/models"));
+        let c = Config {
+            root: root.to_owned(),
+            socket: "/run/y.sock".into(),
+            data_dir: "/srv/stats".into(),
+            catalog: Some("/srv/models".into()),
+            ..Config::default()
+        };
+        assert_eq!(c.socket_path(), Path::new("/run/y.sock"));
+        assert_eq!(c.data_path(), Path::new("/srv/stats"));
+        assert_eq!(c.catalog_dir(), Path::new("/srv/models"));
+        // The defaults follow the root; on a board (root /) they are the
+        // board's paths.
+        let c = Config {
+            root: root.to_owned(),
+            ..Config::default()
+        };
+        assert_eq!(c.socket_path(), Path::new("/tmp/board/run/fabricd.sock"));
+        assert_eq!(c.data_path(), Path::new("/tmp/board/data/fabricd"));
+        assert_eq!(
+            c.catalog_dir(),
+            Path::new("/tmp/board/lib/firmware/fabricd")
+        );
+        let board = Config::default();
+        assert_eq!(board.socket_path(), Path::new("/run/fabricd.sock"));
+        assert_eq!(board.data_path(), Path::new("/data/fabricd"));
     }
 
     #[test]

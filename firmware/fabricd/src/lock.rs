@@ -13,7 +13,7 @@ use nix::fcntl::{Flock, FlockArg};
 /// Why the lock was not taken.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    #[error("creating {path}: {source}")]
+    #[error("creating {path}")]
     Create {
         path: PathBuf,
         source: std::io::Error,

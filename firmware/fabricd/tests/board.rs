@@ -1,6 +1,7 @@
 //! The board side of the repository, checked without a board: the scripts'
-//! help and refusals, `flash-sd` against loop devices (as root), and the
-//! structure of the Buildroot tree. The checks live in `tests/` as shell
+//! help and refusals, `S60fabricd` against a fake daemon, `flash-sd`
+//! against loop devices (as root), and the structure of the Buildroot
+//! tree. The checks live in `tests/` as shell
 //! and Python, the languages of what they check; these run them.
 
 use std::path::{Path, PathBuf};
@@ -30,6 +31,11 @@ fn run(program: &str, script: &str) {
 #[test]
 fn the_board_scripts_explain_themselves_and_refuse_bad_input() {
     run("bash", "scripts.sh");
+}
+
+#[test]
+fn the_init_script_stops_and_restarts_through_its_pid_files() {
+    run("bash", "init-scripts.sh");
 }
 
 #[test]

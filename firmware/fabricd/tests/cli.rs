@@ -208,6 +208,56 @@ fn without_a_fabric_probe_names_the_path_it_looked_at() {
     assert!(err.contains("fabricd,shell-1.0"), "{err}");
 }
 
+/// Every level of an error says its own step and its cause comes once:
+/// a message that repeated its source printed the cause twice under the
+/// `{e:#}` that prints the chain.
+#[test]
+fn an_error_prints_its_cause_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let enoent = std::io::Error::from_raw_os_error(2).to_string();
+    let missing = dir.path().join("missing.toml");
+    let cases: [(&str, Vec<std::ffi::OsString>); 3] = [
+        (
+            "looking for the fabric under",
+            vec!["probe".into(), "--root".into(), dir.path().into()],
+        ),
+        (
+            "generate",
+            vec![
+                "generate".into(),
+                "--root".into(),
+                dir.path().into(),
+                "--prompt".into(),
+                "x".into(),
+            ],
+        ),
+        (
+            "reading",
+            vec!["serve".into(), "--config".into(), missing.clone().into()],
+        ),
+    ];
+    for (what, args) in cases {
+        let out = run(fabricd().args(&args));
+        assert_eq!(out.status.code(), Some(1), "{what}");
+        let err = text(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{what}: {err}");
+        assert_eq!(err.matches(&enoent).count(), 1, "{what}: {err}");
+    }
+    let out = run(fabricd().args(["probe", "--root"]).arg(dir.path()));
+    assert_eq!(
+        text(&out.stderr).trim_end(),
+        format!(
+            "fabricd: looking for the fabric under {}/proc/device-tree: {enoent}",
+            dir.path().display()
+        )
+    );
+    let out = run(fabricd().arg("serve").arg("--config").arg(&missing));
+    assert_eq!(
+        text(&out.stderr).trim_end(),
+        format!("fabricd: reading {}: {enoent}", missing.display())
+    );
+}
+
 #[test]
 fn a_foreign_or_newer_shell_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -243,6 +293,80 @@ fn a_missing_uio_device_is_named() {
         err.contains("no UIO device named \"fabric-shell@a0000000\" or \"fabric-shell\""),
         "{err}"
     );
+}
+
+/// Polls `done` until it holds; false after `within`.
+fn eventually(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() > within {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+#[test]
+fn board_paths_are_as_given_when_absolute_and_under_the_root_when_relative() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let _sim = SimProcess::start(root, &[]);
+    // probe names the slots' models from a relative --catalog, under --root.
+    let out = run(fabricd()
+        .arg("probe")
+        .arg("--root")
+        .arg(root)
+        .args(["--catalog", "lib/firmware/fabricd"]));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("slot 0    ready    kjv"), "{stdout}");
+    // serve: an absolute --socket as given (not under the root a second
+    // time), a relative --data-dir and --catalog under the root.
+    let socket = root.join("run/x.sock");
+    let config = root.join("fabricd.toml");
+    std::fs::write(&config, "stats_checkpoint = \"10ms\"\n").expect("config");
+    let serve = ServeProcess::on(
+        root,
+        &[
+            "--config",
+            config.to_str().expect("utf-8"),
+            "--socket",
+            socket.to_str().expect("utf-8"),
+            "--data-dir",
+            "stats",
+            "--catalog",
+            "lib/firmware/fabricd",
+        ],
+    );
+    let out = run(Command::new(env!("CARGO_BIN_EXE_fabricctl"))
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--json", "status"]));
+    assert!(
+        out.status.success(),
+        "fabricctl through {}: {}{}",
+        socket.display(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let doubled = root.join(socket.strip_prefix("/").expect("absolute"));
+    assert!(!doubled.exists(), "{} exists", doubled.display());
+    let log = root.join("stats").join(fabricd::stats::LOG);
+    assert!(
+        eventually(READY_WITHIN, || log.exists()),
+        "no stats log at {}",
+        log.display()
+    );
+    drop(serve);
+    // The rule is in the help of every command that takes a board path.
+    for cmd in ["probe", "generate", "inspect", "serve"] {
+        let help = text(&run(fabricd().args([cmd, "--help"])).stdout);
+        assert!(
+            help.contains("an absolute path is used as given; a relative one is under --root"),
+            "fabricd {cmd} --help: {help}"
+        );
+    }
 }
 
 #[test]

@@ -34,7 +34,7 @@ use crate::bands::Measures;
 /// Why a profile was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Read {
         path: String,
         source: std::io::Error,

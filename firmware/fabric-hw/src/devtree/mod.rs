@@ -25,7 +25,7 @@ pub use discover::{
 /// Why a device tree could not be read or did not describe a fabric.
 #[derive(Debug, thiserror::Error)]
 pub enum DtError {
-    #[error("reading the device tree at {path}: {source}")]
+    #[error("reading the device tree at {path}")]
     Read { path: PathBuf, source: io::Error },
     #[error("{path}: not a valid flattened device tree: {reason}")]
     Blob { path: PathBuf, reason: String },

@@ -9,6 +9,7 @@ use crate::catalog::Catalog;
 
 pub(super) fn inspect(
     file: &std::path::Path,
+    root: &std::path::Path,
     catalog: Option<PathBuf>,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -18,7 +19,7 @@ pub(super) fn inspect(
     let sha256 = crate::catalog::sha256_hex(&bytes);
     // The catalog entry with this file's hash, if the catalog is there.
     let explicit = catalog.is_some();
-    let catalog = catalog.unwrap_or_else(|| Root::new("/").our_firmware_dir());
+    let catalog = super::catalog_dir(&Root::new(root), catalog);
     let entry = match Catalog::load(&catalog) {
         Ok(c) => c.models.iter().find_map(|m| {
             m.images

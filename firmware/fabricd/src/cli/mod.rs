@@ -1,5 +1,10 @@
 //! The command line of `fabricd`: probe, generate, inspect, serve, and the
 //! hidden `sim`. `main.rs` only sets up logging and calls [`main`].
+//!
+//! Paths on the board (`--catalog`, `--socket`, `--data-dir`) follow one
+//! rule, [`crate::config::under_root`]: absolute as given, relative under
+//! `--root`. `--root`, `--config` and `inspect`'s file are paths on this
+//! machine, relative to the working directory as usual.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,21 +23,30 @@ mod serve;
 #[command(
     name = "fabricd",
     version,
-    about = "Serve completions from an FPGA fabric"
+    about = "Serve completions from an FPGA fabric",
+    after_help = PATHS_HELP
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+/// The path rule, at the end of every `--help` that takes a board path.
+const PATHS_HELP: &str =
+    "Paths on the board (--catalog, --socket, --data-dir, and the same keys in \
+--config): an absolute path is used as given; a relative one is under --root. \
+--root and --config themselves are relative to the working directory.";
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Print what the fabric looks like: shell, slots, buffer.
+    #[command(after_help = PATHS_HELP)]
     Probe {
         /// Root of the board's file system (`/` on a board).
         #[arg(long, default_value = "/")]
         root: PathBuf,
-        /// The model catalog (default: <root>/lib/firmware/fabricd).
+        /// The model catalog; relative: under --root (default:
+        /// <root>/lib/firmware/fabricd).
         #[arg(long)]
         catalog: Option<PathBuf>,
         /// Print JSON.
@@ -40,9 +54,13 @@ enum Command {
         json: bool,
     },
     /// Run one completion through the rings and print it.
+    #[command(after_help = PATHS_HELP)]
     Generate {
+        /// Root of the board's file system (`/` on a board).
         #[arg(long, default_value = "/")]
         root: PathBuf,
+        /// The model catalog; relative: under --root (default:
+        /// <root>/lib/firmware/fabricd).
         #[arg(long)]
         catalog: Option<PathBuf>,
         /// The model (default: the one in the first ready slot).
@@ -59,11 +77,15 @@ enum Command {
     },
     /// Print a bitstream's header, byte order and hash, and the catalog
     /// entry it is, if any.
+    #[command(after_help = PATHS_HELP)]
     Inspect {
-        /// A `.bit` or `.bin` file.
+        /// A `.bit` or `.bin` file (relative to the working directory).
         file: PathBuf,
-        /// The catalog to look it up in (default:
-        /// /lib/firmware/fabricd, if there).
+        /// Root of the board's file system, for --catalog.
+        #[arg(long, default_value = "/")]
+        root: PathBuf,
+        /// The catalog to look it up in; relative: under --root (default:
+        /// <root>/lib/firmware/fabricd, if there).
         #[arg(long)]
         catalog: Option<PathBuf>,
         /// Print JSON.
@@ -79,6 +101,7 @@ enum Command {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = PATHS_HELP)]
 pub(crate) struct ServeArgs {
     /// A TOML configuration file (flags override it).
     #[arg(long)]
@@ -98,16 +121,19 @@ pub(crate) struct ServeArgs {
     /// Open connections at once [default: 16384].
     #[arg(long)]
     max_connections: Option<usize>,
-    /// The model catalog [default: <root>/lib/firmware/fabricd; with --sim, ./bitstreams].
+    /// The model catalog; relative: under --root [default:
+    /// <root>/lib/firmware/fabricd]. With --sim, the simulator's models on
+    /// this machine, relative to the working directory [default: ./bitstreams].
     #[arg(long)]
     catalog: Option<PathBuf>,
     /// The simulator's time scale (with --sim).
     #[arg(long)]
     time_scale: Option<f64>,
-    /// The control socket fabricctl talks to [default: /run/fabricd.sock under the root].
+    /// The control socket fabricctl talks to; relative: under --root
+    /// [default: run/fabricd.sock].
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// Where stats are kept [default: /data/fabricd under the root].
+    /// Where stats are kept; relative: under --root [default: data/fabricd].
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Length of a stats window, e.g. 30m, 10s [default: 30m].
@@ -143,9 +169,10 @@ pub fn main() -> ExitCode {
         ),
         Command::Inspect {
             file,
+            root,
             catalog,
             json,
-        } => inspect::inspect(&file, catalog, json),
+        } => inspect::inspect(&file, &root, catalog, json),
         Command::Serve(args) => serve::serve(args),
         #[cfg(feature = "sim")]
         Command::Sim(config) => return fabric_sim::run(config),
@@ -163,7 +190,15 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The catalog `--catalog` names ([`crate::config::under_root`]), or the
+/// board's.
+pub(crate) fn catalog_dir(root: &Root, dir: Option<PathBuf>) -> PathBuf {
+    match dir {
+        Some(d) => crate::config::under_root(root.base(), &d),
+        None => root.our_firmware_dir(),
+    }
+}
+
 pub(crate) fn load_catalog(root: &Root, dir: Option<PathBuf>) -> anyhow::Result<Catalog> {
-    let dir = dir.unwrap_or_else(|| root.our_firmware_dir());
-    Ok(Catalog::load(&dir)?)
+    Ok(Catalog::load(&catalog_dir(root, dir))?)
 }

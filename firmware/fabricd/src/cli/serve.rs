@@ -42,6 +42,10 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.validate()?;
     #[cfg(feature = "sim")]
     let _sim = if args.sim {
+        // Under --sim the catalog is where the simulator's models come from,
+        // on this machine (relative to the working directory, as the default
+        // ./bitstreams is); the daemon serves the simulator's copy under its
+        // root.
         let src = match config.catalog.take() {
             Some(c) => c,
             None => crate::serve::default_sim_catalog().context(

@@ -36,7 +36,7 @@ fn load_message(r: &LoadReport) -> String {
 }
 
 fn refuse(e: RotationError) -> Refusal {
-    Refusal::new(e.kind(), e.to_string())
+    Refusal::new(e.kind(), fabric_hw::Chain(&e).to_string())
 }
 
 impl Commands for Admin {

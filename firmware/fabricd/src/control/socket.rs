@@ -20,7 +20,7 @@ pub const MAX_LINE: usize = 64 * 1024;
 /// Why the control socket could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
-    #[error("{path}: {what}: {source}")]
+    #[error("{path}: {what}")]
     Io {
         path: PathBuf,
         what: &'static str,

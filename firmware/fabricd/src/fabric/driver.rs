@@ -188,7 +188,10 @@ impl Driver {
             })
         }));
         if let Err(e) = self.irq.unmask() {
-            log::warn!("fabric: unmasking after the reset: {e}");
+            log::warn!(
+                "fabric: unmasking after the reset: {}",
+                fabric_hw::Chain(&e)
+            );
         }
         Ok(())
     }
@@ -217,11 +220,12 @@ impl Driver {
                 Ok(()) => self.in_flight += 1,
                 Err(e @ ShellError::Dma(_)) => return Err(e),
                 Err(e) => {
-                    log::warn!("fabric: submission refused: {e}");
+                    let reason = fabric_hw::Chain(&e).to_string();
+                    log::warn!("fabric: submission refused: {reason}");
                     out.push(DriverEvent::Refused {
                         tag: sub.tag,
                         ctx: sub.ctx,
-                        reason: e.to_string(),
+                        reason,
                     });
                 }
             }

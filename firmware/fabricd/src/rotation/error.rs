@@ -57,7 +57,7 @@ pub enum RotationError {
     },
     #[error("the catalog is for shell {manifest}, the fabric runs shell {shell}")]
     WrongShell { manifest: String, shell: String },
-    #[error("{file}: {source}")]
+    #[error("{file}")]
     Bitstream {
         file: String,
         source: BitstreamError,
@@ -66,14 +66,14 @@ pub enum RotationError {
     Busy { slot: u8, waited_ms: u128 },
     #[error("another load is in progress")]
     AlreadyLoading,
-    #[error("staging {path}: {source}")]
+    #[error("staging {path}")]
     Stage {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("quiescing slot {slot}: {source}")]
+    #[error("quiescing slot {slot}")]
     Quiesce { slot: u8, source: ShellError },
-    #[error("slot {slot}: {source}")]
+    #[error("slot {slot}")]
     Reconfigure { slot: u8, source: FpgaError },
     #[error("slot {slot} reads {state} with image {found} after the load; expected ready with {expected}")]
     Readback {
@@ -82,7 +82,9 @@ pub enum RotationError {
         found: String,
         expected: String,
     },
-    #[error("{error}; {restored}")]
+    // The failed load's whole chain: `error` is this error's story, not a
+    // source to print after `restored`.
+    #[error("{}; {restored}", fabric_hw::Chain(.error.as_ref()))]
     RolledBack {
         error: Box<RotationError>,
         restored: String,

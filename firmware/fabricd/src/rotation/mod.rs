@@ -131,7 +131,7 @@ impl Rotator {
                         "rotation: removing overlay {name} left {status:?} by an earlier run"
                     );
                     if let Err(e) = ov.remove(&name) {
-                        log::error!("rotation: {e}");
+                        log::error!("rotation: {}", fabric_hw::Chain(&e));
                     }
                 }
             }
@@ -187,7 +187,10 @@ impl Rotator {
                     held.dev_path.display(),
                     now.dev_path.display()
                 ),
-                Err(e) => format!("the shell's UIO device is gone after the reconfiguration ({e})"),
+                Err(e) => format!(
+                    "the shell's UIO device is gone after the reconfiguration ({})",
+                    fabric_hw::Chain(&e)
+                ),
             };
         let why = format!("{why}; every handle to the old one is invalid, so fabricd restarts to attach again (nothing is reflashed)");
         log::error!("rotation: {why}");
@@ -422,13 +425,15 @@ impl Rotator {
             }
             Err(error) => {
                 log::error!(
-                    "rotation: loading {} into slot {slot} failed: {error}",
-                    entry.name
+                    "rotation: loading {} into slot {slot} failed: {}",
+                    entry.name,
+                    fabric_hw::Chain(&error)
                 );
                 let restored = match &previous {
                     Some(prev) => match self.restore(slot, prev).await {
                         Ok(()) => format!("slot {slot} is back on {prev}"),
                         Err(e) => {
+                            let e = fabric_hw::Chain(&e);
                             log::error!(
                                 "rotation: restoring {prev} into slot {slot} failed too: {e}"
                             );

@@ -168,7 +168,9 @@ impl Task {
                 let result = if self.detached {
                     Err("the shell's device moved".to_owned())
                 } else {
-                    self.driver.reset(fabric).map_err(|e| e.to_string())
+                    self.driver
+                        .reset(fabric)
+                        .map_err(|e| fabric_hw::Chain(&e).to_string())
                 };
                 if result.is_ok() {
                     state.set_fabric(FabricState::Attached);
@@ -345,6 +347,7 @@ async fn run(
         }
     };
     if let Some(e) = failed {
+        let e = fabric_hw::Chain(&e);
         log::error!("scheduler: the fabric failed ({e}); answering every request");
         state.fail_all(&Outcome::FabricError {
             message: format!("the fabric failed: {e}"),

@@ -175,7 +175,7 @@ pub async fn run_ready(
         }
         Err(e) => {
             // Serving matters more than control: log it and go on.
-            log::error!("serve: no control socket: {e}");
+            log::error!("serve: no control socket: {}", fabric_hw::Chain(&e));
             None
         }
     };
@@ -211,7 +211,7 @@ pub async fn run_ready(
                         r.model,
                         r.slot
                     ),
-                    Err(e) => log::error!("serve: scheduled rotation: {e}"),
+                    Err(e) => log::error!("serve: scheduled rotation: {}", fabric_hw::Chain(&e)),
                 }
             }
         })
@@ -233,7 +233,10 @@ pub async fn run_ready(
                         "serve: slot {slot} now holds {model} as configured ({} ms)",
                         r.total_ms
                     ),
-                    Err(e) => log::error!("serve: slot {slot} should hold {model}: {e}"),
+                    Err(e) => log::error!(
+                        "serve: slot {slot} should hold {model}: {}",
+                        fabric_hw::Chain(&e)
+                    ),
                 }
             }
         })
@@ -318,7 +321,7 @@ pub async fn run_ready(
     if let Some(driver) = driver {
         if shell.magic_ok() {
             if let Err(e) = tokio::task::block_in_place(|| driver.stop()) {
-                log::error!("serve: stopping the rings: {e}");
+                log::error!("serve: stopping the rings: {}", fabric_hw::Chain(&e));
             }
         }
     }
