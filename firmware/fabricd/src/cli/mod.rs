@@ -165,5 +165,5 @@ pub fn main() -> ExitCode {
 
 pub(crate) fn load_catalog(root: &Root, dir: Option<PathBuf>) -> anyhow::Result<Catalog> {
     let dir = dir.unwrap_or_else(|| root.our_firmware_dir());
-    Ok(Catalog::load(&dir)?)
+    Ok(Catalog::load(&dir, None)?)
 }
