@@ -1,12 +1,15 @@
 //! A model as a Xilinx bitstream.
 //!
-//! The configuration data of the `.bit` is what Vivado would write up to the
-//! sync word, followed by the model: `FBRMODL1`, a little-endian u32 length,
-//! the model's stored form, and padding to a whole word. The simulated
-//! fabric finds the sync word in the image it is given (natural or
-//! byte-swapped) and decodes what follows.
+//! The configuration data is shaped as Vivado writes it
+//! ([`stream::write_stream`]): the preamble and sync word, the IDCODE of
+//! the part the image is for, and the model as the frame data of one FDRI
+//! write (`FBRMODL1`, a little-endian u32 length, the model's stored form,
+//! padding to a whole word); a full image also issues START, as a full
+//! configuration's startup sequence does. The simulated fabric reads the
+//! stream of the image it is given (natural or byte-swapped), checks its
+//! IDCODE as the device would, and decodes the frames.
 
-use fabric_hw::bitstream::{self, BitHeader, BitstreamError};
+use fabric_hw::bitstream::{self, idcode, stream, BitHeader, BitstreamError};
 
 use crate::ngram::{Model, ModelError};
 
@@ -14,12 +17,18 @@ const PAYLOAD_MAGIC: &[u8; 8] = b"FBRMODL1";
 /// The Vivado version our images claim, in the design field.
 pub const TOOL_VERSION: &str = "2024.2";
 
-/// Why an image could not be read as a model.
+/// Why an image could not be built or read as a model.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
     #[error(transparent)]
     Bitstream(#[from] BitstreamError),
-    #[error("the configuration data after the sync word does not hold a fabricd model")]
+    #[error(transparent)]
+    Stream(#[from] stream::StreamError),
+    #[error("part {0:?} is not one this project knows the IDCODE of")]
+    UnknownPart(String),
+    #[error("the configuration stream writes no frame data")]
+    NoFrames,
+    #[error("the frame data does not hold a fabricd model")]
     NotAModel,
     #[error("the model payload claims {declared} bytes, the image has {available}")]
     Truncated { declared: usize, available: usize },
@@ -47,17 +56,27 @@ pub fn design_field(spec: &ImageSpec<'_>) -> String {
     )
 }
 
-/// Builds the `.bit` of a model.
-pub fn build_bit(model: &Model, spec: &ImageSpec<'_>) -> Vec<u8> {
-    let payload = model.to_bytes();
-    let mut data = bitstream::config_preamble();
-    data.extend_from_slice(PAYLOAD_MAGIC);
-    data.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    data.extend_from_slice(&payload);
-    while !data.len().is_multiple_of(4) {
-        data.push(0);
-    }
-    bitstream::write_bit(&design_field(spec), spec.part, spec.date, spec.time, &data)
+/// Builds the `.bit` of a model for `spec.part`.
+pub fn build_bit(model: &Model, spec: &ImageSpec<'_>) -> Result<Vec<u8>, ImageError> {
+    build_bit_from_payload(&model.to_bytes(), spec)
+}
+
+/// Builds a `.bit` around a model's stored form (what [`payload`] reads
+/// back): how an image is rebuilt for another part.
+pub fn build_bit_from_payload(payload: &[u8], spec: &ImageSpec<'_>) -> Result<Vec<u8>, ImageError> {
+    let device =
+        idcode::by_part(spec.part).ok_or_else(|| ImageError::UnknownPart(spec.part.to_owned()))?;
+    let mut frames = PAYLOAD_MAGIC.to_vec();
+    frames.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    frames.extend_from_slice(payload);
+    let data = stream::write_stream(device.idcode, &frames, !spec.partial);
+    Ok(bitstream::write_bit(
+        &design_field(spec),
+        spec.part,
+        spec.date,
+        spec.time,
+        &data,
+    ))
 }
 
 /// A decoded image.
@@ -65,31 +84,41 @@ pub fn build_bit(model: &Model, spec: &ImageSpec<'_>) -> Vec<u8> {
 pub struct LoadedImage {
     /// The `.bit` header, if the image had one (a staged `.bin` has not).
     pub header: Option<BitHeader>,
+    /// What its configuration stream says: the IDCODE above all.
+    pub stream: stream::ConfigStream,
     pub model: Model,
+}
+
+/// The model's stored form in an image's frame data, and what the stream
+/// says.
+pub fn payload(bytes: &[u8]) -> Result<(stream::ConfigStream, Vec<u8>), ImageError> {
+    let config = stream::parse(bytes)?;
+    let data = bitstream::natural_data(bytes)?;
+    let frames = config
+        .frames
+        .clone()
+        .and_then(|r| data.get(r))
+        .ok_or(ImageError::NoFrames)?;
+    let body = frames
+        .strip_prefix(PAYLOAD_MAGIC.as_slice())
+        .ok_or(ImageError::NotAModel)?;
+    let (len, rest) = body.split_at_checked(4).ok_or(ImageError::NotAModel)?;
+    let declared = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    let stored = rest.get(..declared).ok_or(ImageError::Truncated {
+        declared,
+        available: rest.len(),
+    })?;
+    Ok((config, stored.to_vec()))
 }
 
 /// Decodes a `.bit` or `.bin` image into its model.
 pub fn load(bytes: &[u8]) -> Result<LoadedImage, ImageError> {
     let info = bitstream::inspect(bytes)?;
-    let data = bitstream::natural_data(bytes)?;
-    let after = &data[info.sync_offset + 4..];
-    let body = after
-        .strip_prefix(PAYLOAD_MAGIC.as_slice())
-        .ok_or(ImageError::NotAModel)?;
-    if body.len() < 4 {
-        return Err(ImageError::NotAModel);
-    }
-    let declared = u32::from_le_bytes([body[0], body[1], body[2], body[3]]) as usize;
-    let payload = &body[4..];
-    if payload.len() < declared {
-        return Err(ImageError::Truncated {
-            declared,
-            available: payload.len(),
-        });
-    }
+    let (stream, stored) = payload(bytes)?;
     Ok(LoadedImage {
         header: info.header,
-        model: Model::from_bytes(&payload[..declared])?,
+        stream,
+        model: Model::from_bytes(&stored)?,
     })
 }
 
@@ -121,7 +150,7 @@ mod tests {
     #[test]
     fn a_model_survives_bit_and_bin() {
         let m = model();
-        let bit = build_bit(&m, &spec());
+        let bit = build_bit(&m, &spec()).expect("build");
         let loaded = load(&bit).expect("bit");
         let header = loaded.header.expect("header");
         assert!(header.is_partial());
@@ -133,13 +162,39 @@ mod tests {
         let bin = bitstream::to_bin(&bit).expect("bin");
         let loaded = load(&bin).expect("bin loads");
         assert!(loaded.header.is_none());
+        assert_eq!(loaded.stream.idcode, 0x0472_4093, "the K26's IDCODE");
+        assert!(!loaded.stream.starts_up, "a partial image has no startup");
+    }
+
+    #[test]
+    fn a_full_image_starts_up_and_a_part_is_written_as_its_idcode() {
+        let spec = ImageSpec {
+            part: "xc7z020clg484-1",
+            partial: false,
+            ..spec()
+        };
+        let loaded = load(&build_bit(&model(), &spec).expect("build")).expect("load");
+        assert_eq!(loaded.stream.idcode, 0x0372_7093);
+        assert!(loaded.stream.starts_up);
+        let unknown = ImageSpec {
+            part: "xc7a35tcpg236-1",
+            ..spec
+        };
+        assert!(matches!(
+            build_bit(&model(), &unknown),
+            Err(ImageError::UnknownPart(_))
+        ));
     }
 
     #[test]
     fn a_truncated_image_is_refused() {
-        let bit = build_bit(&model(), &spec());
+        let bit = build_bit(&model(), &spec()).expect("build");
         let bin = bitstream::to_bin(&bit).expect("bin");
-        let cut = &bin[..bin.len() - 8];
-        assert!(load(cut).is_err());
+        // Past the DESYNC and its NOOPs, into the frames.
+        let cut = &bin[..bin.len() - 28];
+        assert!(matches!(
+            load(cut),
+            Err(ImageError::Stream(stream::StreamError::Truncated { .. }))
+        ));
     }
 }

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::SimError;
+
 /// `fabric-sim`: a Zynq board's fabric, behind the same kernel interfaces.
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -226,6 +228,23 @@ impl SimConfig {
             0 => usize::from(self.lanes) * 2,
             n => usize::from(n),
         }
+    }
+
+    /// The device `--part` names, whose IDCODE each stream must write; a
+    /// part with no known IDCODE cannot be simulated strictly, so it is
+    /// refused at start.
+    pub fn device(&self) -> Result<&'static fabric_hw::bitstream::idcode::Device, SimError> {
+        fabric_hw::bitstream::idcode::by_part(&self.part).ok_or_else(|| {
+            let known: Vec<&str> = fabric_hw::bitstream::idcode::DEVICES
+                .iter()
+                .flat_map(|d| d.names.iter().copied())
+                .collect();
+            SimError::Config(format!(
+                "--part {:?}: not a part whose IDCODE the simulator knows ({})",
+                self.part,
+                known.join(", ")
+            ))
+        })
     }
 
     /// `(major, minor)` of `--shell-version`.

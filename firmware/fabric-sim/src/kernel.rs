@@ -212,6 +212,7 @@ impl std::fmt::Debug for Device {
 impl Device {
     /// Maps the PL; the fabric stays unconfigured until a full image.
     pub fn open(config: SimConfig, map: &Map) -> Result<Device, SimError> {
+        config.device()?;
         let pl = Pl::open(&config, map)?;
         // Whatever the port held before this side started was answered by
         // no one; start from the manager's current number.
@@ -310,7 +311,7 @@ impl Device {
         } else {
             None
         };
-        let loaded = match crate::reconfig::decode(&bytes, None) {
+        let loaded = match crate::reconfig::decode(&self.config, &bytes, None) {
             Ok(l) => l,
             Err(e) => {
                 log::warn!("fabric-sim: image {seq} ({len} bytes): {e}");

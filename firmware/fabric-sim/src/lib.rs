@@ -123,6 +123,7 @@ impl std::fmt::Debug for Simulator {
 impl Simulator {
     /// Lays out the root and starts the fabric.
     pub fn start(config: SimConfig) -> Result<Simulator, SimError> {
+        config.device()?;
         if config.slots == 0 || usize::from(config.slots) > fabric_hw::contract::MAX_SLOTS {
             return Err(SimError::Config(format!(
                 "--slots must be 1..={}",

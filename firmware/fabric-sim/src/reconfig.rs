@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use fabric_hw::bitstream::idcode;
 use fabric_hw::contract::SlotState;
 use fabric_hw::devtree::DtNode;
 use fabric_hw::Chain;
@@ -30,8 +31,27 @@ const ERR_NO_IMAGE: u8 = 1;
 pub(crate) const ERR_BAD_IMAGE: u8 = 2;
 const ERR_PROGRAMMING: u8 = 3;
 
-pub(crate) fn decode(bytes: &[u8], overlay: Option<String>) -> Result<Loaded, String> {
+/// Reads an image as the device's configuration logic does, then decodes
+/// its model. The stream's IDCODE must be this device's, revision aside,
+/// as on silicon: the PCAP and ICAP refuse a stream, partial or full, whose
+/// IDCODE is another device's (UG470 "IDCODE check"; UG570 likewise for
+/// UltraScale+), so the simulated board does too.
+pub(crate) fn decode(
+    config: &SimConfig,
+    bytes: &[u8],
+    overlay: Option<String>,
+) -> Result<Loaded, String> {
     let loaded = image::load(bytes).map_err(|e| e.to_string())?;
+    let device = config.device().map_err(|e| e.to_string())?;
+    let written = loaded.stream.idcode;
+    if written & idcode::IDCODE_DEVICE_MASK != device.idcode {
+        return Err(format!(
+            "IDCODE check failed: the stream writes {written:#010x} ({}), this device is {:#010x} ({})",
+            idcode::by_idcode(written).map_or("an unknown device", |d| d.name()),
+            device.idcode,
+            config.part
+        ));
+    }
     Ok(Loaded {
         model: Arc::new(loaded.model),
         hash: Sha256::digest(bytes).into(),
@@ -64,7 +84,7 @@ pub(crate) fn boot_image(config: &SimConfig, arg: &str) -> Result<(usize, Loaded
             .join(file);
     }
     let bytes = fs::read(&path).map_err(|e| err(format!("reading {}: {e}", path.display())))?;
-    let loaded = decode(&bytes, None).map_err(err)?;
+    let loaded = decode(config, &bytes, None).map_err(err)?;
     log::info!(
         "fabric-sim: slot {slot} boots with {} ({file})",
         loaded.model.name()
@@ -237,7 +257,8 @@ fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<Applied, S
             "injected fault: programming failed after path was accepted".into(),
         ));
     }
-    let loaded = decode(&bytes, Some(name.to_owned())).map_err(|e| fail(ERR_BAD_IMAGE, e))?;
+    let loaded = decode(&shared.config, &bytes, Some(name.to_owned()))
+        .map_err(|e| fail(ERR_BAD_IMAGE, e))?;
     let model = loaded.model.name().to_owned();
     shared.lock().set_slot(slot, Some(loaded), SlotState::Ready);
     shared.wake();
@@ -271,7 +292,7 @@ fn program_shell(shared: &Shared, body: &DtNode) -> Result<Applied, String> {
     set_state(shared, "firmware request");
     let image = firmware_path(shared, &firmware)
         .and_then(|p| fs::read(&p).map_err(|e| format!("{}: {e}", p.display())))
-        .and_then(|bytes| decode(&bytes, None));
+        .and_then(|bytes| decode(&shared.config, &bytes, None));
     let loaded = match image {
         Ok(l) => l,
         Err(e) => {
@@ -415,7 +436,7 @@ pub(crate) fn full_load(shared: &Shared, firmware: &str) {
     set_state(shared, "write init");
     let image = firmware_path(shared, firmware)
         .and_then(|p| fs::read(&p).map_err(|e| format!("{}: {e}", p.display())))
-        .and_then(|bytes| decode(&bytes, None));
+        .and_then(|bytes| decode(&shared.config, &bytes, None));
     let fpga_error = {
         let mut f = shared.lock();
         let hit = f.faults.fpga_error > 0;

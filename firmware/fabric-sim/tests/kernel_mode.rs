@@ -110,6 +110,28 @@ fn image(name: &str) -> Vec<u8> {
     bitstream::to_bin(&bit).expect("to .bin")
 }
 
+/// `name` rebuilt for `part`: the same model, another IDCODE.
+fn for_part(name: &str, part: &str) -> Vec<u8> {
+    use fabric_model::image::{self, ImageSpec};
+    let bit = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../bitstreams")
+            .join(name),
+    )
+    .expect("bitstream");
+    let (config, payload) = image::payload(&bit).expect("payload");
+    let spec = ImageSpec {
+        design: "other",
+        part,
+        interface_id: 0x5EED_0001,
+        partial: !config.starts_up,
+        date: "2026/12/02",
+        time: "00:00:00",
+    };
+    let other = image::build_bit_from_payload(&payload, &spec).expect("build");
+    bitstream::to_bin(&other).expect("to .bin")
+}
+
 #[test]
 fn the_kernels_loads_configure_the_fabric_through_the_port_and_the_decouplers() {
     let mut pl = Pl::new();
@@ -146,6 +168,13 @@ fn the_kernels_loads_configure_the_fabric_through_the_port_and_the_decouplers() 
     pl.decouple(0, true);
     pl.decouple(1, true);
     assert_eq!(pl.load(&fortunes, true), Refusal::RegionsAmbiguous as u32);
+
+    // Built for another device: the IDCODE check refuses it, as the PCAP
+    // does (UG470 "IDCODE check"), partial or full.
+    pl.decouple(0, false);
+    let other = for_part("fortunes.bit", "xc7z020clg484-1");
+    assert_eq!(pl.load(&other, true), Refusal::BadImage as u32);
+    pl.decouple(0, true);
 
     // Not a model: refused, and the slot says so.
     pl.decouple(0, false);

@@ -243,7 +243,16 @@ async fn a_failed_load_rolls_back_and_loses_nothing_queued() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn images_for_another_part_or_by_path_are_refused() {
-    let d = Daemon::start(|s| s.part = "xc7z020clg400-1".into(), |_| {}).await;
+    // The simulated XC7Z020 would refuse to boot the K26 images (their
+    // IDCODE is not its own): its slots start empty.
+    let d = Daemon::start(
+        |s| {
+            s.part = "xc7z020clg400-1".into();
+            s.load.clear();
+        },
+        |_| {},
+    )
+    .await;
     let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
     assert_eq!(r["error"]["type"], "wrong_part", "{r}");
     assert!(r["error"]["message"]

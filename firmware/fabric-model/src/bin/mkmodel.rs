@@ -91,34 +91,38 @@ fn main() -> ExitCode {
         &encoded,
         Pruning::default(),
     );
-    let bit = image::build_bit(
-        &model,
-        &ImageSpec {
-            design: &format!("fabricd_rm_{}", args.name),
-            part: &args.part,
-            interface_id: args.interface_id,
-            partial: true,
-            date: &args.date,
-            time: "00:00:00",
-        },
-    );
+    let build = |design: String, partial: bool| {
+        image::build_bit(
+            &model,
+            &ImageSpec {
+                design: &design,
+                part: &args.part,
+                interface_id: args.interface_id,
+                partial,
+                date: &args.date,
+                time: "00:00:00",
+            },
+        )
+    };
+    let bit = match build(format!("fabricd_rm_{}", args.name), true) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("mkmodel: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut outputs = vec![
         (args.out.clone(), bit),
         (args.tokenizer_out.clone(), tokenizer.to_bytes()),
     ];
     if let Some(full) = &args.full_out {
-        let full_bit = image::build_bit(
-            &model,
-            &ImageSpec {
-                design: &format!("fabricd_full_{}", args.name),
-                part: &args.part,
-                interface_id: args.interface_id,
-                partial: false,
-                date: &args.date,
-                time: "00:00:00",
-            },
-        );
-        outputs.push((full.clone(), full_bit));
+        match build(format!("fabricd_full_{}", args.name), false) {
+            Ok(b) => outputs.push((full.clone(), b)),
+            Err(e) => {
+                eprintln!("mkmodel: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
     }
     for (path, bytes) in &outputs {
         if let Err(e) = std::fs::write(path, bytes) {

@@ -1,6 +1,7 @@
-//! Rewrites a model image's `.bit` header for another FPGA part, keeping
-//! its configuration data: the simulated fabric's models are the same on
-//! every part, only the header says which device the image is for. With
+//! Rewrites a model image for another FPGA part: the `.bit` header's part
+//! and the configuration stream's IDCODE, which the device checks (the
+//! simulated fabric's models are the same on every part; only the header
+//! and the IDCODE say which device the image is for). With
 //! `--bin` it writes the byte-swapped `.bin` the Zynq managers load
 //! instead (a shell image that `S55fabricd-shell` loads at boot, say).
 //! `scripts/build-models --retarget` builds another board's catalog with it.
@@ -10,6 +11,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use fabric_hw::bitstream;
+use fabric_model::image::{self, ImageSpec};
 
 #[derive(Parser, Debug)]
 #[command(about = "Rewrite a fabricd model image's header for another FPGA part")]
@@ -42,7 +44,23 @@ fn run(args: &Args) -> Result<(), String> {
         std::fs::read(&args.input).map_err(|e| format!("reading {}: {e}", args.input.display()))?;
     let header =
         bitstream::parse_header(&bytes).map_err(|e| format!("{}: {e}", args.input.display()))?;
-    let data = &bytes[header.data_offset..];
+    let (config, payload) =
+        image::payload(&bytes).map_err(|e| format!("{}: {e}", args.input.display()))?;
+    // The design field is kept as it is (name, PARTIAL, UserID, version):
+    // only the part changes.
+    let spec = ImageSpec {
+        design: "",
+        part: &args.part,
+        interface_id: header.user_id().unwrap_or_default(),
+        partial: !config.starts_up,
+        date: &header.date,
+        time: &header.time,
+    };
+    let rebuilt = image::build_bit_from_payload(&payload, &spec)
+        .map_err(|e| format!("{}: {e}", args.input.display()))?;
+    let data = &rebuilt[bitstream::parse_header(&rebuilt)
+        .map_err(|e| format!("rebuilding {}: {e}", args.input.display()))?
+        .data_offset..];
     let out = bitstream::write_bit(&header.design, &args.part, &header.date, &header.time, data);
     let out = if args.bin {
         bitstream::to_bin(&out).map_err(|e| format!("{}: {e}", args.input.display()))?

@@ -290,6 +290,17 @@ fn print_human(cmd: &Command, d: &Value) {
                         .map(|p| format!("  ({p})"))
                         .unwrap_or_default()
                 );
+                // Every unusable image with its own reason, past the one
+                // the model's line gives.
+                for i in m["images"].as_array().into_iter().flatten() {
+                    if let Some(p) = i["problem"].as_str().filter(|p| m["problem"] != *p) {
+                        println!(
+                            "  image {} ({}) UNUSABLE  ({p})",
+                            i["file"].as_str().unwrap_or("?"),
+                            i["kind"].as_str().unwrap_or("?")
+                        );
+                    }
+                }
             }
         }
         Command::Load { .. } | Command::Rotate | Command::Drain { .. } | Command::Resume { .. } => {

@@ -1,4 +1,5 @@
-//! `fabricd inspect`: a bitstream's header, byte order and hash, and its catalog entry.
+//! `fabricd inspect`: a bitstream's header, byte order, configuration
+//! stream (IDCODE, partial or full) and hash, and its catalog entry.
 
 use std::path::PathBuf;
 
@@ -17,10 +18,16 @@ pub(super) fn inspect(
     let info = fabric_hw::bitstream::inspect(&bytes)
         .with_context(|| format!("{}: not a bitstream", file.display()))?;
     let sha256 = crate::catalog::sha256_hex(&bytes);
+    let stream = fabric_hw::bitstream::stream::parse(&bytes);
+    let device = stream
+        .as_ref()
+        .ok()
+        .and_then(|s| fabric_hw::bitstream::idcode::by_idcode(s.idcode))
+        .map(|d| d.name());
     // The catalog entry with this file's hash, if the catalog is there.
     let explicit = catalog.is_some();
     let catalog = super::catalog_dir(&Root::new(root), catalog);
-    let entry = match Catalog::load(&catalog) {
+    let entry = match Catalog::load(&catalog, None) {
         Ok(c) => c.models.iter().find_map(|m| {
             m.images
                 .iter()
@@ -38,6 +45,9 @@ pub(super) fn inspect(
             "image": info,
             "user_id": info.header.as_ref().and_then(|h| h.user_id()),
             "partial": info.header.as_ref().map(|h| h.is_partial()),
+            "stream": stream.as_ref().ok(),
+            "stream_error": stream.as_ref().err().map(ToString::to_string),
+            "device": device,
             "catalog": entry.as_ref().map(|(m, i)| serde_json::json!({"model": m, "image": i})),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -78,10 +88,38 @@ pub(super) fn inspect(
                 "byte-swapped 32-bit words (a .bin as the Zynq-7000 manager loads it)",
         }
     );
+    match &stream {
+        Ok(s) => {
+            println!(
+                "  idcode    {:#010x} ({})",
+                s.idcode,
+                device.unwrap_or("a part fabricd does not know")
+            );
+            println!(
+                "  stream    {}",
+                if s.starts_up {
+                    "full (issues START, the startup sequence)"
+                } else {
+                    "partial (no START)"
+                }
+            );
+        }
+        Err(e) => println!("  stream    unreadable: {e}"),
+    }
     match entry {
         Some((model, image)) => println!(
-            "  catalog   model {model}, {} image {} for slots {:?}",
-            image.kind, image.file, image.slots
+            "  catalog   model {model}, {} image {} for slots {:?}{}",
+            image
+                .kind
+                .as_ref()
+                .map_or_else(Clone::clone, |k| k.to_string()),
+            image.file,
+            image.slots,
+            image
+                .problem
+                .as_ref()
+                .map(|p| format!(", UNUSABLE: {p}"))
+                .unwrap_or_default()
         ),
         None => println!("  catalog   not in {}", catalog.display()),
     }

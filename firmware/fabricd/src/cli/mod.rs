@@ -200,5 +200,5 @@ pub(crate) fn catalog_dir(root: &Root, dir: Option<PathBuf>) -> PathBuf {
 }
 
 pub(crate) fn load_catalog(root: &Root, dir: Option<PathBuf>) -> anyhow::Result<Catalog> {
-    Ok(Catalog::load(&catalog_dir(root, dir))?)
+    Ok(Catalog::load(&catalog_dir(root, dir), None)?)
 }

@@ -9,7 +9,7 @@ use fabric_hw::bitstream::BitstreamError;
 use fabric_hw::fpga::FpgaError;
 use fabric_hw::shell::ShellError;
 
-use crate::catalog::CatalogError;
+use crate::catalog::{CatalogError, GateError};
 
 /// Overlay names this daemon owns: `fabricd-slot<N>`.
 pub const OVERLAY_PREFIX: &str = "fabricd-slot";
@@ -37,24 +37,8 @@ pub enum RotationError {
         slot: u8,
         slots: Vec<u8>,
     },
-    #[error("{file}: built for part {part:?}, this board is {board:?}")]
-    WrongPart {
-        file: String,
-        part: String,
-        board: String,
-    },
-    #[error("{file}: UserID {found} is not the shell's interface id {shell:#010x}: it was built for another shell")]
-    WrongInterface {
-        file: String,
-        found: String,
-        shell: u32,
-    },
-    #[error("{file}: a {found} image where a {wanted} one is needed")]
-    WrongKind {
-        file: String,
-        found: &'static str,
-        wanted: &'static str,
-    },
+    #[error(transparent)]
+    Gate(#[from] GateError),
     #[error("the catalog is for shell {manifest}, the fabric runs shell {shell}")]
     WrongShell { manifest: String, shell: String },
     #[error("{file}")]
@@ -103,14 +87,19 @@ impl RotationError {
         match self {
             RotationError::BadName(_) => "bad_model_name",
             RotationError::Catalog(CatalogError::UnknownModel { .. }) => "unknown_model",
+            // An image the gate refused is refused for the gate's reason,
+            // when it was found loading or when the catalog was read.
+            RotationError::Gate(g)
+            | RotationError::Catalog(CatalogError::Gate(g))
+            | RotationError::Unusable {
+                problem: CatalogError::Gate(g),
+                ..
+            } => g.kind(),
             RotationError::Catalog(_) | RotationError::Unusable { .. } => "bad_image",
             RotationError::NoSuchSlot { .. } => "no_such_slot",
             RotationError::NotForSlot { .. } => "wrong_slot",
-            RotationError::WrongPart { .. } => "wrong_part",
-            RotationError::WrongInterface { .. } | RotationError::WrongShell { .. } => {
-                "wrong_shell"
-            }
-            RotationError::WrongKind { .. } | RotationError::Bitstream { .. } => "bad_image",
+            RotationError::WrongShell { .. } => "wrong_shell",
+            RotationError::Bitstream { .. } => "bad_image",
             RotationError::Busy { .. } => "slot_busy",
             RotationError::AlreadyLoading => "busy",
             RotationError::Stage { .. } => "staging_failed",

@@ -3,11 +3,14 @@
 //!
 //! # A partial load, in order
 //! 1. Checks, before anything touches the fabric: the model is named in the
-//!    catalog (never a path), its image's SHA-256 matches the manifest, the
-//!    `.bit` header names this board's part, its `UserID` is the shell's
-//!    interface id, it is a partial image built for this slot, and the
-//!    manifest's shell major version is the shell's. Any failure refuses
-//!    the load; nothing was staged or flashed.
+//!    catalog (never a path) and usable, its image's SHA-256 matches the
+//!    manifest, the image passes the catalog's gate against this board
+//!    (`catalog::gate`: the IDCODE in its configuration stream, the
+//!    manifest's part and the `.bit` header's name this board's part; its
+//!    `UserID` is the shell's interface id; the manifest, the header and
+//!    the stream agree that it is partial), it is built for this slot, and
+//!    the manifest's shell major version is the shell's. Any failure
+//!    refuses the load; nothing was staged or flashed.
 //! 2. Stage: the byte-swapped `.bin` and the slot's overlay `.dtbo` under
 //!    `/lib/firmware/fabricd/staged/`, written to a temporary name, synced,
 //!    and renamed.
@@ -64,7 +67,7 @@ use fabric_hw::fpga::{FpgaManager, Overlays};
 use fabric_hw::shell::Shell;
 use fabric_hw::Root;
 
-use crate::catalog::{self, Catalog, CatalogModel};
+use crate::catalog::{self, Catalog, CatalogModel, ImageKind};
 use crate::sched::{Control, SlotView};
 use crate::stats::StatsHandle;
 
@@ -72,7 +75,7 @@ mod image;
 pub mod policy;
 mod program;
 
-pub use image::part_matches;
+pub use crate::catalog::gate::part_matches;
 
 mod error;
 pub use error::{LoadReport, RestartHandle, RotationConfig, RotationError, OVERLAY_PREFIX};
@@ -316,14 +319,14 @@ impl Rotator {
             return Err(RotationError::BadName(model.to_owned()));
         }
         let entry = self.catalog.get(model)?.clone();
+        if let Some(s) = slot {
+            self.slot_exists(s)?;
+        }
         if let Some(problem) = &entry.problem {
             return Err(RotationError::Unusable {
                 model: model.to_owned(),
                 problem: problem.clone(),
             });
-        }
-        if let Some(s) = slot {
-            self.slot_exists(s)?;
         }
         if !self.shell.magic_ok() {
             return Err(RotationError::Dark);
@@ -342,7 +345,7 @@ impl Rotator {
         &self,
         model: &CatalogModel,
         slot: u8,
-        partial: bool,
+        kind: ImageKind,
     ) -> Result<image::Checked, RotationError> {
         // Reading, checking and converting the image blocks: off the
         // thread that serves requests.
@@ -353,7 +356,7 @@ impl Rotator {
                 self.shell.info(),
                 model,
                 slot,
-                partial,
+                kind,
             )
         })
     }
@@ -377,7 +380,7 @@ impl Rotator {
         let current = self.current();
         let slot =
             slot.unwrap_or_else(|| policy::pick_slot(&self.views(), &entry.name, current.as_ref()));
-        let checked = self.check(entry, slot, true)?;
+        let checked = self.check(entry, slot, ImageKind::Partial)?;
         let previous = self
             .views()
             .into_iter()
@@ -477,7 +480,7 @@ impl Rotator {
 
     async fn restore(&self, slot: u8, model: &str) -> Result<(), RotationError> {
         let entry = self.catalog.get(model)?.clone();
-        let checked = self.check(&entry, slot, true)?;
+        let checked = self.check(&entry, slot, ImageKind::Partial)?;
         self.sched
             .begin_load(
                 vec![slot],
@@ -504,7 +507,7 @@ impl Rotator {
             }
         };
         let through_region = matches!(path, program::FullPath::Region(_));
-        let checked = self.check(entry, 0, false)?;
+        let checked = self.check(entry, 0, ImageKind::Full)?;
         let slots: Vec<u8> = (0..self.shell.info().slots as u8).collect();
         let replaced = self
             .views()

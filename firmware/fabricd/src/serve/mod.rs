@@ -95,7 +95,6 @@ pub async fn run_ready(
     raise_fd_limit();
     let root = Root::new(&config.root).with_configfs(&config.configfs);
     let _lock = crate::lock::FabricLock::take(root.base())?;
-    let catalog = Arc::new(Catalog::load(&config.catalog_dir())?);
     let attached = {
         let root = root.clone();
         tokio::task::block_in_place(|| fabric_hw::attach(&root, RingConfig::default()))?
@@ -103,6 +102,15 @@ pub async fn run_ready(
     let (driver, topology) = Driver::new(attached);
     let shell = driver.shell().clone();
     let info = shell.info().clone();
+    // Read once the board is known, so that every image is checked against
+    // its part and its shell, and one that fails is listed as unusable.
+    let board = crate::catalog::Board {
+        part: topology.shell.part.clone(),
+        interface_id: info.interface_id,
+    };
+    let catalog = Arc::new(tokio::task::block_in_place(|| {
+        Catalog::load(&config.catalog_dir(), Some(&board))
+    })?);
     let (stats, stats_task) = crate::stats::start(config.stats());
     let scheduler = sched::spawn(
         driver,

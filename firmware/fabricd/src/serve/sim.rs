@@ -54,7 +54,7 @@ pub fn start_sim(config: &Config, catalog_src: &Path) -> anyhow::Result<SimChild
         .tempdir()
         .context("creating the simulator's root")?;
     let root = dir.path().to_owned();
-    let catalog = Catalog::load(catalog_src)?;
+    let catalog = Catalog::load(catalog_src, None)?;
     let boot: Vec<String> = if config.sim.boot.is_empty() {
         let first = catalog
             .models

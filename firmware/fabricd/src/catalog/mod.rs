@@ -4,9 +4,21 @@
 //! A model is addressed by its name, never by a path: file names in the
 //! manifest must be plain names inside the catalog directory, so nothing
 //! outside it can be loaded. Every file's SHA-256 is checked before it is
-//! used; a model whose files do not match is kept in the catalog with its
-//! problem, so operators see why it cannot be loaded, and every other model
-//! stays usable.
+//! used, and every image passes the [`gate`] (its part, kind and shell,
+//! from the manifest, its header and its configuration stream, against each
+//! other and the board). An image that fails is kept in the catalog with
+//! its problem, and so is its model, so operators see why it cannot be
+//! loaded; every other model stays usable. A manifest entry that cannot be
+//! read as it should (a `kind` other than `partial` or `full`) makes its
+//! image unusable, not the whole manifest.
+//!
+//! # Layout
+//! - this file: the manifest, the files' hashes, the models.
+//! - [`gate`]: the checks every image passes, here and before a load.
+
+pub mod gate;
+
+pub use gate::{Board, GateError};
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -38,6 +50,8 @@ pub enum CatalogError {
     Tokenizer { path: PathBuf, reason: String },
     #[error("no model named {name:?} in the catalog (known: {known})")]
     UnknownModel { name: String, known: String },
+    #[error(transparent)]
+    Gate(#[from] GateError),
 }
 
 #[derive(Debug, Deserialize)]
@@ -65,25 +79,118 @@ struct ModelEntry {
     description: String,
     tokenizer: String,
     tokenizer_sha256: String,
-    image: Vec<ImageEntry>,
+    image: Vec<RawImage>,
+}
+
+/// An image as the manifest writes it. `kind` is kept as a TOML value
+/// here so that a wrong one costs its image, not the whole manifest.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawImage {
+    file: String,
+    sha256: String,
+    part: String,
+    slots: Vec<u8>,
+    kind: Option<toml::Value>,
+}
+
+/// What an image configures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageKind {
+    /// A PR slot's module.
+    Partial,
+    /// The whole device, shell included (for kernels without configfs
+    /// overlays, and `fabricctl load --full`).
+    Full,
+}
+
+impl ImageKind {
+    /// `Partial` if `partial`, else `Full`.
+    pub fn partial_if(partial: bool) -> ImageKind {
+        if partial {
+            ImageKind::Partial
+        } else {
+            ImageKind::Full
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageKind::Partial => "partial",
+            ImageKind::Full => "full",
+        }
+    }
+}
+
+impl std::fmt::Display for ImageKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One bitstream of a model.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ImageEntry {
     pub file: String,
     pub sha256: String,
     pub part: String,
     pub slots: Vec<u8>,
-    /// `partial` (a PR slot's module) or `full` (the whole device, shell
-    /// included, for kernels without configfs overlays).
-    #[serde(default = "partial")]
-    pub kind: String,
+    /// The manifest's `kind` (`partial` when it says none), or the value it
+    /// gave instead of `partial` or `full`, as written.
+    #[serde(serialize_with = "kind_as_written")]
+    pub kind: Result<ImageKind, String>,
+    /// Why the image may not be loaded, if it may not.
+    #[serde(serialize_with = "problem_as_text")]
+    pub problem: Option<CatalogError>,
 }
 
-fn partial() -> String {
-    "partial".into()
+impl ImageEntry {
+    fn from_raw(raw: RawImage) -> ImageEntry {
+        let kind = match raw.kind {
+            None => Ok(ImageKind::Partial),
+            Some(v) => v.clone().try_into::<ImageKind>().map_err(|_| v.to_string()),
+        };
+        let problem = kind.as_ref().err().map(|value| {
+            CatalogError::Gate(GateError::Kind {
+                file: raw.file.clone(),
+                value: value.clone(),
+            })
+        });
+        ImageEntry {
+            file: raw.file,
+            sha256: raw.sha256,
+            part: raw.part,
+            slots: raw.slots,
+            kind,
+            problem,
+        }
+    }
+
+    /// Whether it is a usable image of `kind`.
+    pub fn is(&self, kind: ImageKind) -> bool {
+        self.kind == Ok(kind)
+    }
+}
+
+fn kind_as_written<S: serde::Serializer>(
+    kind: &Result<ImageKind, String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match kind {
+        Ok(k) => s.serialize_str(k.as_str()),
+        Err(v) => s.serialize_str(v),
+    }
+}
+
+fn problem_as_text<S: serde::Serializer>(
+    problem: &Option<CatalogError>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match problem {
+        Some(p) => s.serialize_str(&p.to_string()),
+        None => s.serialize_none(),
+    }
 }
 
 /// A model of the catalog.
@@ -135,8 +242,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 impl Catalog {
-    /// Reads `dir/manifest.toml` and checks every file it names.
-    pub fn load(dir: &Path) -> Result<Catalog, CatalogError> {
+    /// Reads `dir/manifest.toml` and checks every file it names, the
+    /// images against `board` when it is known.
+    pub fn load(dir: &Path, board: Option<&Board>) -> Result<Catalog, CatalogError> {
         let path = dir.join(MANIFEST);
         let text = fs::read_to_string(&path).map_err(|e| CatalogError::Read {
             path: path.clone(),
@@ -180,7 +288,7 @@ impl Catalog {
             if entry.image.is_empty() {
                 return Err(bad(format!("model {:?} has no image", entry.name)));
             }
-            models.push(Self::check_model(dir, entry));
+            models.push(Self::check_model(dir, entry, &manifest.shell, board));
         }
         Ok(Catalog {
             dir: dir.to_owned(),
@@ -189,11 +297,16 @@ impl Catalog {
         })
     }
 
-    fn check_model(dir: &Path, entry: ModelEntry) -> CatalogModel {
+    fn check_model(
+        dir: &Path,
+        entry: ModelEntry,
+        shell: &ShellRequirement,
+        board: Option<&Board>,
+    ) -> CatalogModel {
         let mut model = CatalogModel {
             name: Arc::from(entry.name.as_str()),
             description: entry.description.clone(),
-            images: entry.image.clone(),
+            images: Vec::new(),
             tokenizer: None,
             hashes: Vec::new(),
             problem: None,
@@ -211,7 +324,11 @@ impl Catalog {
             },
             Err(e) => model.problem = Some(e),
         }
-        for image in &entry.image {
+        // The shell the images must be built for: the running one's, or
+        // off the board the one the manifest names.
+        let interface_id = board.map_or(shell.interface_id, |b| b.interface_id);
+        for raw in entry.image {
+            let mut image = ImageEntry::from_raw(raw);
             let path = dir.join(&image.file);
             match read_checked(&path, &image.sha256) {
                 Ok(bytes) => {
@@ -219,13 +336,30 @@ impl Catalog {
                     if let Ok(bin) = bitstream::to_bin(&bytes) {
                         model.hashes.push(sha256_hex(&bin));
                     }
-                }
-                Err(e) => {
-                    if model.problem.is_none() {
-                        model.problem = Some(e);
+                    if image.problem.is_none() {
+                        let part = board.map(|b| b.part.as_str());
+                        if let Err(e) = gate::check(&image, &bytes, interface_id, part) {
+                            image.problem = Some(e.into());
+                        }
                     }
                 }
+                Err(e) => image.problem = image.problem.or(Some(e)),
             }
+            if let Some(p) = &image.problem {
+                log::warn!(
+                    "catalog: model {}: image {} is unusable: {p}",
+                    model.name,
+                    image.file
+                );
+                // One unusable image makes its model unusable, as a bad
+                // hash always did: a model is loaded by name, and which of
+                // its images a load takes depends on the slot and the
+                // kernel, not on the operator.
+                if model.problem.is_none() {
+                    model.problem = Some(p.clone());
+                }
+            }
+            model.images.push(image);
         }
         if let Some(p) = &model.problem {
             log::warn!("catalog: model {} is unusable: {p}", model.name);
@@ -284,7 +418,7 @@ mod tests {
 
     #[test]
     fn the_shipped_catalog_checks_out() {
-        let cat = Catalog::load(&repo_bitstreams()).expect("catalog");
+        let cat = Catalog::load(&repo_bitstreams(), None).expect("catalog");
         assert!(cat.models.len() >= 2);
         for m in &cat.models {
             assert!(m.problem.is_none(), "{}: {:?}", m.name, m.problem);
@@ -306,7 +440,7 @@ mod tests {
         let last = bit.len() - 1;
         bit[last] ^= 0xff;
         fs::write(dir.path().join("kjv.bit"), bit).expect("write");
-        let cat = Catalog::load(dir.path()).expect("catalog");
+        let cat = Catalog::load(dir.path(), None).expect("catalog");
         let kjv = cat.get("kjv").expect("kjv");
         let text = kjv.problem.as_ref().expect("problem").to_string();
         assert!(
@@ -335,7 +469,7 @@ part = "p"
 slots = [0]
 "#;
         fs::write(dir.path().join(MANIFEST), manifest).expect("write");
-        let err = Catalog::load(dir.path()).expect_err("refused");
+        let err = Catalog::load(dir.path(), None).expect_err("refused");
         assert!(err.to_string().contains("not a plain name"), "{err}");
         assert!(!valid_model_name("../kjv"));
         assert!(!valid_model_name("kjv/../x"));

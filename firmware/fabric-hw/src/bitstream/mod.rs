@@ -12,6 +12,15 @@
 //! swapped .bin file"): it wants the configuration data alone with every
 //! 32-bit word byte-swapped, so the sync word reads `66 55 99 AA`.
 //! [`to_bin`] makes that form.
+//!
+//! # Layout
+//! - this file: the `.bit` header, the sync word, the byte orders.
+//! - [`stream`]: the packets after the sync word (the IDCODE written, START,
+//!   the frame data), read without panicking on any input.
+//! - [`idcode`]: which device an IDCODE names, for the supported parts.
+
+pub mod idcode;
+pub mod stream;
 
 /// The sync word in `.bit` byte order.
 pub const SYNC_WORD: [u8; 4] = [0xAA, 0x99, 0x55, 0x66];
