@@ -29,7 +29,7 @@ expect() {
 
 for s in scripts/build-image scripts/flash-sd scripts/deploy scripts/rotate scripts/logs \
          scripts/vendor-crates scripts/cross-test scripts/bench-ladder scripts/bench-serve \
-         scripts/bench-rotation scripts/build-models; do
+         scripts/bench-rotation scripts/bench-abuse scripts/build-models; do
     expect 0 "Usage" "$s" --help
 done
 for s in scripts/build-image scripts/flash-sd scripts/deploy scripts/rotate scripts/logs scripts/cross-test; do

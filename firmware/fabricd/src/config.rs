@@ -59,6 +59,8 @@ pub struct Config {
     /// What connections still reading their headers may hold at once; a
     /// slow head that would go past it is answered `overloaded`.
     pub header_budget_bytes: usize,
+    /// Give freed memory back to the system once load has fallen.
+    pub trim_memory: bool,
     /// Threads that serve HTTP and run the scheduler. One keeps every
     /// wake-up on one core (no hand-offs between threads), and serves the
     /// fabric's few hundred requests a second many times over; blocking
@@ -253,6 +255,7 @@ impl Default for Config {
             address_share: 0.25,
             max_header_bytes: 16 << 10,
             header_budget_bytes: 4 << 20,
+            trim_memory: true,
             workers: 1,
             default_deadline_ms: 30_000,
             max_deadline_ms: 600_000,

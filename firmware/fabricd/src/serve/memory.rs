@@ -85,10 +85,14 @@ pub async fn give_back(load: impl Fn() -> u64, stop: CancellationToken) {
 /// core), and memory freed into those arenas by threads that then sleep
 /// (blocking work, the simulator's) stayed with them. The daemon serves
 /// from one thread, so the one lock is seldom contended. Called before the
-/// runtime and the simulator start their threads.
+/// runtime and the simulator start their threads. An operator's own
+/// `glibc.malloc.arena_max` (in `GLIBC_TUNABLES`) is left as it is.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 pub fn one_arena() {
+    if std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.malloc.arena_max")) {
+        return;
+    }
     // SAFETY: mallopt takes two integers and changes only malloc's
     // settings; glibc locks what it changes.
     if unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) } != 1 {

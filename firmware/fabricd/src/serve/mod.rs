@@ -195,7 +195,7 @@ pub async fn run_ready(
         accept_stop.clone(),
         tracker.clone(),
     ));
-    let trimmer = {
+    let trimmer = config.trim_memory.then(|| {
         let app = app.clone();
         let capacity = config.queue_capacity as u64;
         tokio::spawn(memory::give_back(
@@ -206,7 +206,7 @@ pub async fn run_ready(
             },
             accept_stop.clone(),
         ))
-    };
+    });
     let schedule = config.rotation_interval().map(|every| {
         let rotator = rotator.clone();
         tokio::spawn(async move {
@@ -278,7 +278,9 @@ pub async fn run_ready(
         t.abort();
     }
     let _ = server_task.await;
-    let _ = trimmer.await;
+    if let Some(t) = trimmer {
+        let _ = t.await;
+    }
     // The connections saw the same token: hyper finishes the request in
     // flight on each and closes it.
     tracker.close();
