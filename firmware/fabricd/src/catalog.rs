@@ -8,14 +8,14 @@
 //! problem, so operators see why it cannot be loaded, and every other model
 //! stays usable.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fabric_hw::bitstream;
 use fabric_model::Tokenizer;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// The catalog's manifest file name.
@@ -40,36 +40,40 @@ pub enum CatalogError {
     UnknownModel { name: String, known: String },
 }
 
-#[derive(Debug, Deserialize)]
+/// `manifest.toml`, read and checked for shape (its version, its model
+/// names and its file names), with nothing read from disk yet: what a
+/// manifest from anywhere is held to before any file it names is opened.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct ManifestFile {
-    version: u32,
-    shell: ShellRequirement,
+pub struct Manifest {
+    pub version: u32,
+    pub shell: ShellRequirement,
     #[serde(default)]
-    model: Vec<ModelEntry>,
+    pub model: Vec<ModelEntry>,
 }
 
 /// What the catalog's images need from the shell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShellRequirement {
     pub major: u16,
     pub interface_id: u32,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// A model as the manifest lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct ModelEntry {
-    name: String,
+pub struct ModelEntry {
+    pub name: String,
     #[serde(default)]
-    description: String,
-    tokenizer: String,
-    tokenizer_sha256: String,
-    image: Vec<ImageEntry>,
+    pub description: String,
+    pub tokenizer: String,
+    pub tokenizer_sha256: String,
+    pub image: Vec<ImageEntry>,
 }
 
 /// One bitstream of a model.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImageEntry {
     pub file: String,
@@ -134,38 +138,32 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     fabric_hw::shell::hex(&Sha256::digest(bytes))
 }
 
-impl Catalog {
-    /// Reads `dir/manifest.toml` and checks every file it names.
-    pub fn load(dir: &Path) -> Result<Catalog, CatalogError> {
-        let path = dir.join(MANIFEST);
-        let text = fs::read_to_string(&path).map_err(|e| CatalogError::Read {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        let manifest: ManifestFile = toml::from_str(&text).map_err(|e| CatalogError::Manifest {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+impl Manifest {
+    /// Parses a manifest's text (read from `path`, which errors name) and
+    /// checks its shape: version 1, every model name valid and listed once,
+    /// every file a plain name inside the catalog, every model with an
+    /// image.
+    pub fn parse(text: &str, path: &Path) -> Result<Manifest, CatalogError> {
         let bad = |reason: String| CatalogError::Manifest {
-            path: path.clone(),
+            path: path.to_owned(),
             reason,
         };
+        let manifest: Manifest = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
         if manifest.version != 1 {
             return Err(bad(format!(
                 "version {} (this daemon reads version 1)",
                 manifest.version
             )));
         }
-        let mut seen = BTreeMap::new();
-        let mut models = Vec::new();
-        for entry in manifest.model {
+        let mut seen = BTreeSet::new();
+        for entry in &manifest.model {
             if !valid_model_name(&entry.name) {
                 return Err(bad(format!(
                     "model name {:?} is not a plain name (letters, digits, -, _, .)",
                     entry.name
                 )));
             }
-            if seen.insert(entry.name.clone(), ()).is_some() {
+            if !seen.insert(entry.name.as_str()) {
                 return Err(bad(format!("model {:?} is listed twice", entry.name)));
             }
             for file in std::iter::once(&entry.tokenizer).chain(entry.image.iter().map(|i| &i.file))
@@ -180,8 +178,25 @@ impl Catalog {
             if entry.image.is_empty() {
                 return Err(bad(format!("model {:?} has no image", entry.name)));
             }
-            models.push(Self::check_model(dir, entry));
         }
+        Ok(manifest)
+    }
+}
+
+impl Catalog {
+    /// Reads `dir/manifest.toml` and checks every file it names.
+    pub fn load(dir: &Path) -> Result<Catalog, CatalogError> {
+        let path = dir.join(MANIFEST);
+        let text = fs::read_to_string(&path).map_err(|e| CatalogError::Read {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let manifest = Manifest::parse(&text, &path)?;
+        let models = manifest
+            .model
+            .into_iter()
+            .map(|entry| Self::check_model(dir, entry))
+            .collect();
         Ok(Catalog {
             dir: dir.to_owned(),
             shell: manifest.shell,
