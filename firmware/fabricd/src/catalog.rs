@@ -332,6 +332,19 @@ mod tests {
     }
 
     #[test]
+    fn a_manifest_parses_without_its_files_and_writes_back() {
+        let path = repo_bitstreams().join(MANIFEST);
+        let text = fs::read_to_string(&path).expect("read");
+        let m = Manifest::parse(&text, &path).expect("the shipped manifest");
+        assert_eq!(m.model.len(), 2);
+        let again = toml::to_string(&m).expect("toml");
+        assert_eq!(Manifest::parse(&again, &path), Ok(m));
+        let err = Manifest::parse("version = 2\n[shell]\nmajor = 1\ninterface_id = 1\n", &path)
+            .expect_err("version 2");
+        assert!(err.to_string().contains("version 2"), "{err}");
+    }
+
+    #[test]
     fn paths_in_the_manifest_are_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let manifest = r#"
