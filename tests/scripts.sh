@@ -29,7 +29,7 @@ expect() {
 
 for s in scripts/build-image scripts/flash-sd scripts/deploy scripts/rotate scripts/logs \
          scripts/vendor-crates scripts/cross-test scripts/bench-ladder scripts/bench-serve \
-         scripts/bench-rotation scripts/bench-abuse scripts/build-models; do
+         scripts/bench-rotation scripts/bench-abuse scripts/build-models scripts/fuzz; do
     expect 0 "Usage" "$s" --help
 done
 for s in scripts/build-image scripts/flash-sd scripts/deploy scripts/rotate scripts/logs scripts/cross-test; do
@@ -51,6 +51,8 @@ trap 'rm -rf "$fake_br"' EXIT
 mkdir -p "$fake_br/package" && touch "$fake_br/Makefile"
 expect 2 "--board must be kv260 or zed" scripts/build-image --buildroot "$fake_br" --board zcu102
 expect 2 "is not a board target" scripts/cross-test x86_64-unknown-linux-gnu
+expect 2 "no target 'nope'" scripts/fuzz nope
+expect 2 "whole number of seconds" scripts/fuzz --seconds soon
 
 # post-build.sh twice on one target directory, as Buildroot runs it on a
 # rebuild: keys given the first time, none the second. The second image

@@ -382,7 +382,7 @@ mod tests {
     }
 
     #[test]
-    fn blobs_round_trip_through_the_fdt_parser() {
+    fn blobs_round_trip_through_the_blob_reader() {
         let tree = sample_tree(3);
         let blob = tree.to_blob();
         let back = DtNode::from_blob(&blob, Path::new("mem")).expect("parse");

@@ -6,7 +6,8 @@
 //!   after boot, so it is the only place that says which PR overlay is live
 //!   (`/sys/firmware/fdt` is the blob the kernel booted with and never shows
 //!   an overlay);
-//! - `.dtb`/`.dtbo` blobs, parsed with the `fdt` crate.
+//! - `.dtb`/`.dtbo` blobs, read and written in `blob.rs`, which trusts no
+//!   offset or length in them.
 //!
 //! [`discover`] (in `discover.rs`) finds the shell, its PR slots and its DMA
 //! buffer, and says precisely what it expected when something is missing.
@@ -16,7 +17,10 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+mod blob;
 mod discover;
+
+pub use blob::{BlobError, MAX_DEPTH};
 
 pub use discover::{
     discover, discover_live, slot_overlay, DmaNode, DmaProvider, ShellNode, SlotNode, Topology,
@@ -27,8 +31,8 @@ pub use discover::{
 pub enum DtError {
     #[error("reading the device tree at {path}")]
     Read { path: PathBuf, source: io::Error },
-    #[error("{path}: not a valid flattened device tree: {reason}")]
-    Blob { path: PathBuf, reason: String },
+    #[error("{path}: not a valid flattened device tree: {source}")]
+    Blob { path: PathBuf, source: BlobError },
     #[error("device tree {source_name}: no {what} (expected {expected})")]
     Missing {
         source_name: String,
@@ -95,41 +99,6 @@ impl DtNode {
             }
         }
         Ok(node)
-    }
-
-    /// Parses a `.dtb` or `.dtbo` blob.
-    pub fn from_blob(bytes: &[u8], path: &Path) -> Result<DtNode, DtError> {
-        let fdt = fdt::Fdt::new(bytes).map_err(|e| DtError::Blob {
-            path: path.to_owned(),
-            reason: format!("{e:?}"),
-        })?;
-        let root = fdt.find_node("/").ok_or_else(|| DtError::Blob {
-            path: path.to_owned(),
-            reason: "no root node".into(),
-        })?;
-        Ok(Self::from_fdt_node(root, String::new(), "/".to_owned()))
-    }
-
-    fn from_fdt_node(node: fdt::node::FdtNode<'_, '_>, name: String, path: String) -> DtNode {
-        let mut out = DtNode {
-            name,
-            path,
-            ..DtNode::default()
-        };
-        for prop in node.properties() {
-            out.props.insert(prop.name.to_owned(), prop.value.to_vec());
-        }
-        for child in node.children() {
-            let child_name = child.name.to_owned();
-            let child_path = if out.path == "/" {
-                format!("/{child_name}")
-            } else {
-                format!("{}/{child_name}", out.path)
-            };
-            out.children
-                .push(Self::from_fdt_node(child, child_name, child_path));
-        }
-        out
     }
 
     /// Writes the tree as the kernel shows it under `/proc/device-tree`.
@@ -270,79 +239,6 @@ impl DtNode {
     /// Sets an empty (boolean) property.
     pub fn set_flag(&mut self, prop: &str) {
         self.props.insert(prop.to_owned(), Vec::new());
-    }
-
-    /// The tree as a flattened device tree blob (version 17), as `dtc`
-    /// writes it. `fdt` reads blobs but does not write them; the format is
-    /// small enough to write here (a header, an empty reservation map, the
-    /// structure block and the strings block).
-    pub fn to_blob(&self) -> Vec<u8> {
-        const FDT_MAGIC: u32 = 0xd00d_feed;
-        const BEGIN_NODE: u32 = 1;
-        const END_NODE: u32 = 2;
-        const PROP: u32 = 3;
-        const END: u32 = 9;
-        fn pad(buf: &mut Vec<u8>) {
-            while !buf.len().is_multiple_of(4) {
-                buf.push(0);
-            }
-        }
-        fn emit(
-            node: &DtNode,
-            st: &mut Vec<u8>,
-            strings: &mut Vec<u8>,
-            offsets: &mut BTreeMap<String, u32>,
-        ) {
-            st.extend_from_slice(&BEGIN_NODE.to_be_bytes());
-            st.extend_from_slice(node.name.as_bytes());
-            st.push(0);
-            pad(st);
-            for (name, value) in &node.props {
-                let off = *offsets.entry(name.clone()).or_insert_with(|| {
-                    let off = strings.len() as u32;
-                    strings.extend_from_slice(name.as_bytes());
-                    strings.push(0);
-                    off
-                });
-                st.extend_from_slice(&PROP.to_be_bytes());
-                st.extend_from_slice(&(value.len() as u32).to_be_bytes());
-                st.extend_from_slice(&off.to_be_bytes());
-                st.extend_from_slice(value);
-                pad(st);
-            }
-            for child in &node.children {
-                emit(child, st, strings, offsets);
-            }
-            st.extend_from_slice(&END_NODE.to_be_bytes());
-        }
-        let mut st = Vec::new();
-        let mut strings = Vec::new();
-        emit(self, &mut st, &mut strings, &mut BTreeMap::new());
-        st.extend_from_slice(&END.to_be_bytes());
-        let header_len = 40u32;
-        let rsvmap = header_len; // 8-aligned
-        let off_struct = rsvmap + 16;
-        let off_strings = off_struct + st.len() as u32;
-        let total = off_strings + strings.len() as u32;
-        let mut out = Vec::with_capacity(total as usize);
-        for word in [
-            FDT_MAGIC,
-            total,
-            off_struct,
-            off_strings,
-            rsvmap,
-            17,
-            16,
-            0,
-            strings.len() as u32,
-            st.len() as u32,
-        ] {
-            out.extend_from_slice(&word.to_be_bytes());
-        }
-        out.extend_from_slice(&[0u8; 16]);
-        out.extend_from_slice(&st);
-        out.extend_from_slice(&strings);
-        out
     }
 
     /// Adds a child named `name` and returns it.

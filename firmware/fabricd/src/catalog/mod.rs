@@ -54,13 +54,16 @@ pub enum CatalogError {
     Gate(#[from] GateError),
 }
 
-#[derive(Debug, Deserialize)]
+/// `manifest.toml`, read and checked for shape ([`Manifest::parse`]): its
+/// version, its model names, its file names. The files themselves are
+/// checked by [`Catalog::load`].
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
-struct ManifestFile {
-    version: u32,
-    shell: ShellRequirement,
+pub struct Manifest {
+    pub version: u32,
+    pub shell: ShellRequirement,
     #[serde(default)]
-    model: Vec<ModelEntry>,
+    pub model: Vec<ModelEntry>,
 }
 
 /// What the catalog's images need from the shell.
@@ -71,27 +74,29 @@ pub struct ShellRequirement {
     pub interface_id: u32,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// A model as the manifest lists it.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
-struct ModelEntry {
-    name: String,
+pub struct ModelEntry {
+    pub name: String,
     #[serde(default)]
-    description: String,
-    tokenizer: String,
-    tokenizer_sha256: String,
-    image: Vec<RawImage>,
+    pub description: String,
+    pub tokenizer: String,
+    pub tokenizer_sha256: String,
+    pub image: Vec<RawImage>,
 }
 
 /// An image as the manifest writes it. `kind` is kept as a TOML value
 /// here so that a wrong one costs its image, not the whole manifest.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
-struct RawImage {
-    file: String,
-    sha256: String,
-    part: String,
-    slots: Vec<u8>,
-    kind: Option<toml::Value>,
+pub struct RawImage {
+    pub file: String,
+    pub sha256: String,
+    pub part: String,
+    pub slots: Vec<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<toml::Value>,
 }
 
 /// What an image configures.
@@ -241,23 +246,17 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     fabric_hw::shell::hex(&Sha256::digest(bytes))
 }
 
-impl Catalog {
-    /// Reads `dir/manifest.toml` and checks every file it names, the
-    /// images against `board` when it is known.
-    pub fn load(dir: &Path, board: Option<&Board>) -> Result<Catalog, CatalogError> {
-        let path = dir.join(MANIFEST);
-        let text = fs::read_to_string(&path).map_err(|e| CatalogError::Read {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        let manifest: ManifestFile = toml::from_str(&text).map_err(|e| CatalogError::Manifest {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+impl Manifest {
+    /// Parses a manifest's text (read from `path`, which errors name) and
+    /// checks its shape: version 1, every model name valid and listed once,
+    /// every file a plain name inside the catalog, every model with an
+    /// image. Opens no file.
+    pub fn parse(text: &str, path: &Path) -> Result<Manifest, CatalogError> {
         let bad = |reason: String| CatalogError::Manifest {
-            path: path.clone(),
+            path: path.to_owned(),
             reason,
         };
+        let manifest: Manifest = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
         if manifest.version != 1 {
             return Err(bad(format!(
                 "version {} (this daemon reads version 1)",
@@ -265,8 +264,7 @@ impl Catalog {
             )));
         }
         let mut seen = BTreeMap::new();
-        let mut models = Vec::new();
-        for entry in manifest.model {
+        for entry in &manifest.model {
             if !valid_model_name(&entry.name) {
                 return Err(bad(format!(
                     "model name {:?} is not a plain name (letters, digits, -, _, .)",
@@ -288,8 +286,26 @@ impl Catalog {
             if entry.image.is_empty() {
                 return Err(bad(format!("model {:?} has no image", entry.name)));
             }
-            models.push(Self::check_model(dir, entry, &manifest.shell, board));
         }
+        Ok(manifest)
+    }
+}
+
+impl Catalog {
+    /// Reads `dir/manifest.toml` and checks every file it names, the
+    /// images against `board` when it is known.
+    pub fn load(dir: &Path, board: Option<&Board>) -> Result<Catalog, CatalogError> {
+        let path = dir.join(MANIFEST);
+        let text = fs::read_to_string(&path).map_err(|e| CatalogError::Read {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let manifest = Manifest::parse(&text, &path)?;
+        let models = manifest
+            .model
+            .into_iter()
+            .map(|entry| Self::check_model(dir, entry, &manifest.shell, board))
+            .collect();
         Ok(Catalog {
             dir: dir.to_owned(),
             shell: manifest.shell,
@@ -448,6 +464,19 @@ mod tests {
             "{text}"
         );
         assert!(cat.get("fortunes").expect("fortunes").problem.is_none());
+    }
+
+    #[test]
+    fn a_manifest_parses_without_its_files_and_writes_back() {
+        let path = repo_bitstreams().join(MANIFEST);
+        let text = fs::read_to_string(&path).expect("read");
+        let m = Manifest::parse(&text, &path).expect("the shipped manifest");
+        assert_eq!(m.model.len(), 2);
+        let again = toml::to_string(&m).expect("toml");
+        assert_eq!(Manifest::parse(&again, &path), Ok(m));
+        let err = Manifest::parse("version = 2\n[shell]\nmajor = 1\ninterface_id = 1\n", &path)
+            .expect_err("version 2");
+        assert!(err.to_string().contains("version 2"), "{err}");
     }
 
     #[test]
