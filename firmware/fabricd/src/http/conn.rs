@@ -189,10 +189,14 @@ async fn serve_one(
             Ok::<_, Infallible>(r)
         }
     });
+    // The head (and what came with it) in a block of its own size: the
+    // reading buffer's room would otherwise stay with the request while it
+    // waits its turn.
     let io = TokioIo::new(Prefixed {
-        pre: buf.freeze(),
+        pre: bytes::Bytes::copy_from_slice(&buf),
         stream,
     });
+    drop(buf);
     let mut conn = http1::Builder::new()
         .keep_alive(true)
         // The head is whole in memory already (and no larger than the
