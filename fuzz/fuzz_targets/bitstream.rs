@@ -69,7 +69,11 @@ fn config_stream(bytes: &[u8]) {
     match fabric_hw::bitstream::stream::parse(bytes) {
         Ok(s) => {
             if let Some(f) = s.frames {
-                assert!(f.start <= f.end && f.end <= bytes.len(), "{f:?} of {}", bytes.len());
+                assert!(
+                    f.start <= f.end && f.end <= bytes.len(),
+                    "{f:?} of {}",
+                    bytes.len()
+                );
             }
         }
         Err(e) => assert!(!e.to_string().is_empty()),
