@@ -115,7 +115,12 @@ async fn turn(
     shutdown: &CancellationToken,
     ex: &Arc<Exchange>,
 ) -> Option<(TcpStream, BytesMut)> {
-    let refusal = match read_head(&stream, &mut buf, &app.heads, due).await {
+    let head = tokio::select! {
+        r = read_head(&stream, &mut buf, &app.heads, due) => r,
+        // A head still coming when the daemon stops is not waited for.
+        () = shutdown.cancelled() => return None,
+    };
+    let refusal = match head {
         Ok(()) => None,
         Err(HeadError::Closed) => return None,
         Err(HeadError::Overdue) => {

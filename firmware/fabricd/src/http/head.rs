@@ -48,14 +48,6 @@ impl HeadLimits {
             budget: Arc::new(Semaphore::new(budget_bytes.div_ceil(UNIT))),
         }
     }
-
-    /// Bytes of the budget in use now.
-    pub fn in_use(&self, budget_bytes: usize) -> usize {
-        budget_bytes
-            .div_ceil(UNIT)
-            .saturating_sub(self.budget.available_permits())
-            * UNIT
-    }
 }
 
 /// Why no head was read.
