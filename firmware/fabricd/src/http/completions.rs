@@ -340,27 +340,33 @@ pub(super) async fn queued(
     if sent.await.is_err() {
         return Err(Outcome::ShuttingDown.into());
     }
-    // A stream waits for the scheduler's first word (queued, or a typed
-    // refusal) before its 200 goes out. A whole response hears a refusal
-    // as its one and only event, and answers it the same way.
-    if ready.stream {
-        match ready.events.recv().await {
-            Some(ReqEvent::Queued) => {}
-            Some(ReqEvent::Failed(o)) => {
-                ready.failed(app);
-                return Err(o.into());
-            }
-            _ => return Err(Outcome::ShuttingDown.into()),
-        }
-    }
-    // From here a client that goes away cancels the request (a cancel for
-    // a request the scheduler refused finds nothing, and does nothing).
-    let guard = CancelGuard {
+    // Admitted: from here a client that goes away cancels the request,
+    // also while a stream waits for the scheduler's first word (a client
+    // that left then would otherwise leave its request to run to the end).
+    let mut guard = CancelGuard {
         id: ready.id,
         app: app.clone(),
         ledger: ledger.clone(),
         armed: true,
     };
+    // A stream waits for the scheduler's first word (queued, or a typed
+    // refusal) before its 200 goes out. A whole response hears a refusal
+    // as its one and only event, and answers it the same way. A refusal
+    // is counted by whoever answers it, not as a cancel.
+    if ready.stream {
+        match ready.events.recv().await {
+            Some(ReqEvent::Queued) => {}
+            Some(ReqEvent::Failed(o)) => {
+                guard.disarm();
+                ready.failed(app);
+                return Err(o.into());
+            }
+            _ => {
+                guard.disarm();
+                return Err(Outcome::ShuttingDown.into());
+            }
+        }
+    }
     Ok(Started { req: ready, guard })
 }
 
