@@ -82,8 +82,9 @@ pub async fn give_back(load: impl Fn() -> u64, stop: CancellationToken) {
 
 /// Keeps every thread's allocations in one arena. glibc gives a thread
 /// that finds an arena's lock taken an arena of its own (up to eight a
-/// core), and memory freed into those arenas by threads that then sleep
-/// (blocking work, the simulator's) stayed with them. The daemon serves
+/// core), where what threads that then sleep (blocking work, the
+/// simulator's) freed can stay; the README's design notes say what was
+/// measured. The daemon serves
 /// from one thread, so the one lock is seldom contended. Called before the
 /// runtime and the simulator start their threads. An operator's own
 /// `glibc.malloc.arena_max` (in `GLIBC_TUNABLES`) is left as it is.
