@@ -200,21 +200,8 @@ async fn one_address_holds_no_more_than_its_share() {
         },
     )
     .await;
-    // 127.0.0.1 may hold two connections; each is answered once, so it is
-    // surely held (a readiness probe's connection may still be closing:
-    // then a refused one is opened again).
-    let mut held = Vec::new();
-    let start = std::time::Instant::now();
-    while held.len() < 2 {
-        assert!(start.elapsed() < common::READY_WITHIN, "could not hold two");
-        let mut s = connect(d.addr).await;
-        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
-            .await
-            .expect("write");
-        if response(&mut s).await.0.starts_with("HTTP/1.1 200") {
-            held.push(s);
-        }
-    }
+    // 127.0.0.1 may hold two connections.
+    let mut held = common::hold_answered(d.addr, 2).await;
     let mut third = connect(d.addr).await;
     third
         .write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
@@ -236,20 +223,7 @@ async fn one_address_holds_no_more_than_its_share() {
     assert!(response(&mut other).await.0.starts_with("HTTP/1.1 200"));
     // A connection given back is the address's again.
     drop(held.pop());
-    let start = std::time::Instant::now();
-    loop {
-        assert!(
-            start.elapsed() < common::READY_WITHIN,
-            "the seat never came back"
-        );
-        let mut s = connect(d.addr).await;
-        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
-            .await
-            .expect("write");
-        if response(&mut s).await.0.starts_with("HTTP/1.1 200") {
-            break;
-        }
-    }
+    common::hold_answered(d.addr, 1).await;
     d.stop().await;
 }
 

@@ -529,29 +529,8 @@ async fn the_connection_cap_answers_overloaded() {
         },
     )
     .await;
-    // Two keep-alive connections take the cap. Each has been answered once,
-    // so each holds a permit (a readiness probe's connection may still be
-    // closing when they connect: then one of them is refused, and is
-    // opened again).
-    let mut held = Vec::new();
-    let start = std::time::Instant::now();
-    while held.len() < 2 {
-        assert!(
-            start.elapsed() < common::READY_WITHIN,
-            "could not hold two connections"
-        );
-        let mut s = tokio::net::TcpStream::connect(d.addr)
-            .await
-            .expect("connect");
-        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
-            .await
-            .expect("write");
-        let mut buf = vec![0u8; 1024];
-        let n = s.read(&mut buf).await.expect("read");
-        if buf[..n].starts_with(b"HTTP/1.1 200") {
-            held.push(s);
-        }
-    }
+    // Two keep-alive connections take the cap.
+    let held = common::hold_answered(d.addr, 2).await;
     let r = post_json(
         d.addr,
         json!({"model": "kjv", "prompt": "x", "max_tokens": 2}),

@@ -275,3 +275,28 @@ pub async fn slots(addr: SocketAddr) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// `n` keep-alive connections, each answered one `GET /healthz`, so each
+/// surely holds its place under the daemon's caps. One refused meanwhile
+/// (a readiness probe's connection may still be closing) is opened again.
+pub async fn hold_answered(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut held = Vec::new();
+    let start = Instant::now();
+    while held.len() < n {
+        assert!(
+            start.elapsed() < READY_WITHIN,
+            "could not hold {n} connections"
+        );
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
+            .await
+            .expect("write");
+        let mut buf = vec![0u8; 1024];
+        let n = s.read(&mut buf).await.expect("read");
+        if buf[..n].starts_with(b"HTTP/1.1 200") {
+            held.push(s);
+        }
+    }
+    held
+}
