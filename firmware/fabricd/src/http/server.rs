@@ -7,12 +7,18 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use hyper::body::Incoming;
+use hyper::header::HeaderValue;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::Request;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::conn::{refuse, serve_conn};
+use super::conn::serve_conn;
 use super::reply::Failure;
 use super::App;
 use crate::sched::Outcome;
@@ -151,13 +157,23 @@ impl Drop for Seat {
     }
 }
 
-/// Over a cap: answer `overloaded` for `reason` and close, as a refusal
-/// before hyper is ([`refuse`]).
+/// Over a cap: read the request, answer `overloaded` for `reason`, close.
 async fn refuse_conn(stream: TcpStream, app: &Arc<App>, reason: &'static str) {
-    let retry_after = app.sched.published().retry_after(app.nominal_rate);
-    let f = Failure::from(Outcome::Overloaded {
-        retry_after,
-        reason: reason.into(),
+    let retry = app.sched.published().retry_after(app.nominal_rate);
+    let service = service_fn(move |_req: Request<Incoming>| async move {
+        let mut r = Failure::from(Outcome::Overloaded {
+            retry_after: retry,
+            reason: reason.into(),
+        })
+        .response();
+        r.headers_mut()
+            .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        Ok::<_, std::convert::Infallible>(r)
     });
-    refuse(stream, &f).await;
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(2))
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
 }
