@@ -8,7 +8,7 @@
 //! a relative one is under `root`. The defaults are relative, so they move
 //! with `--root` (and with `--sim`, to the simulator's root).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -83,9 +83,20 @@ pub struct Config {
     pub idle_timeout_ms: u64,
     /// How long shutdown waits for in-flight requests.
     pub shutdown_grace_ms: u64,
-    /// Take the client's address from `X-Forwarded-For` (behind a trusted
-    /// proxy only).
-    pub trust_forwarded_for: bool,
+    /// The load balancers in front of the board (addresses, or networks
+    /// such as `10.0.0.0/24`). A connection from one of them is not held to
+    /// `address_share`, and a request on it is the client's whose address
+    /// its `X-Forwarded-For` names last (the entry the proxy added, past
+    /// any other trusted proxy's); from anyone else that header is ignored,
+    /// since a client can write it.
+    #[serde(deserialize_with = "addresses_or_networks")]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Replaced by `trusted_proxies`; still read, to be refused by name.
+    #[serde(rename = "trust_forwarded_for")]
+    pub trust_forwarded_for_replaced: Option<bool>,
+    /// Where HAProxy's agent check asks how the board stands (off when
+    /// absent): one line, `ready NN%` or `drain`; see `serve::agent`.
+    pub agent_listen: Option<SocketAddr>,
     /// The control socket; see [`under_root`].
     pub socket: PathBuf,
     /// Where stats are kept; see [`under_root`].
@@ -265,7 +276,9 @@ impl Default for Config {
             body_read_timeout_ms: 10_000,
             idle_timeout_ms: 300_000,
             shutdown_grace_ms: 10_000,
-            trust_forwarded_for: false,
+            trusted_proxies: Vec::new(),
+            trust_forwarded_for_replaced: None,
+            agent_listen: None,
             socket: PathBuf::from("run/fabricd.sock"),
             data_dir: PathBuf::from("data/fabricd"),
             stats_window: "30m".into(),
@@ -277,6 +290,35 @@ impl Default for Config {
             typing: TypingSettings::default(),
         }
     }
+}
+
+impl Config {
+    /// Whether `ip` is one of the `trusted_proxies`.
+    pub fn is_trusted_proxy(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.trusted_proxies.iter().any(|n| n.contains(&ip))
+    }
+}
+
+/// `trusted_proxies`: each entry an address (`10.0.0.2`, one host) or a
+/// network (`10.0.0.0/24`).
+fn addresses_or_networks<'de, D>(d: D) -> Result<Vec<ipnet::IpNet>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let entries = Vec::<String>::deserialize(d)?;
+    entries
+        .iter()
+        .map(|e| {
+            e.parse::<ipnet::IpNet>()
+                .or_else(|_| e.parse::<IpAddr>().map(ipnet::IpNet::from))
+                .map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "trusted_proxies: {e:?} is neither an address nor a network such as 10.0.0.0/24"
+                    ))
+                })
+        })
+        .collect()
 }
 
 /// The default connection cap for a board with `mem` bytes of memory: a
@@ -366,6 +408,13 @@ impl Config {
         };
         if self.queue_capacity == 0 {
             return Err(invalid("queue_capacity", "must be at least 1"));
+        }
+        if self.trust_forwarded_for_replaced.is_some() {
+            return Err(invalid(
+                "trust_forwarded_for",
+                "is replaced by trusted_proxies, the addresses of the proxies whose \
+                 X-Forwarded-For is believed, e.g. trusted_proxies = [\"10.0.0.2\"]",
+            ));
         }
         if self.max_connections == Some(0) {
             return Err(invalid("max_connections", "must be at least 1"));
@@ -606,6 +655,37 @@ mod tests {
         std::fs::write(&path, "queue_capacty = 64\n").expect("write");
         let err = Config::load(&path).expect_err("typo");
         assert!(err.to_string().contains("queue_capacty"), "{err}");
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_or_networks_and_the_old_key_is_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("fabricd.toml");
+        std::fs::write(
+            &path,
+            "trusted_proxies = [\"10.0.0.2\", \"192.168.7.0/24\", \"::1\"]\n",
+        )
+        .expect("write");
+        let c = Config::load(&path).expect("load");
+        let ip = |s: &str| s.parse::<IpAddr>().expect("an address");
+        assert!(c.is_trusted_proxy(ip("10.0.0.2")));
+        assert!(!c.is_trusted_proxy(ip("10.0.0.3")));
+        assert!(c.is_trusted_proxy(ip("192.168.7.200")));
+        assert!(c.is_trusted_proxy(ip("::1")));
+        // An IPv4 peer on a dual-stack socket is the same address.
+        assert!(c.is_trusted_proxy(ip("::ffff:10.0.0.2")));
+        std::fs::write(&path, "trusted_proxies = [\"10.0.0.300\"]\n").expect("write");
+        let err = Config::load(&path).expect_err("not an address");
+        assert!(
+            err.to_string().contains("\"10.0.0.300\" is neither"),
+            "{err}"
+        );
+        std::fs::write(&path, "trust_forwarded_for = true\n").expect("write");
+        let err = Config::load(&path)
+            .expect("read")
+            .validate()
+            .expect_err("replaced");
+        assert!(err.to_string().contains("trusted_proxies"), "{err}");
     }
 
     #[test]

@@ -44,7 +44,7 @@ async fn a_scripted_session_matches_the_window_and_sets_the_reconfiguration_apar
     let d = Daemon::start(
         |s| s.pr_bytes_per_sec = 1_000_000,
         |c| {
-            c.trust_forwarded_for = true;
+            c.trusted_proxies = vec!["127.0.0.1/32".parse().expect("a network")];
             c.stats_window = "1h".into();
         },
     )

@@ -51,10 +51,13 @@ enum Command {
     },
     /// Load the next model of the configured rotation schedule.
     Rotate,
-    /// Stop starting work in a slot and wait for what runs there.
-    Drain { slot: u8 },
-    /// Let a drained slot take work again.
-    Resume { slot: u8 },
+    /// Stop starting work in a slot and wait for what runs there. Without
+    /// a slot: the whole board, for the load balancer (its agent check
+    /// answers `drain`); the board still serves what arrives.
+    Drain { slot: Option<u8> },
+    /// Let a drained slot, or without one the drained board, take work
+    /// again.
+    Resume { slot: Option<u8> },
     /// Served requests per window; the open window included.
     Stats {
         /// Windows ending after TIME: seconds since 1970, an RFC 3339 UTC

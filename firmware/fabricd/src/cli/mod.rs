@@ -109,6 +109,9 @@ pub(crate) struct ServeArgs {
     /// Address to listen on [default: 0.0.0.0:8080].
     #[arg(long)]
     listen: Option<std::net::SocketAddr>,
+    /// Answer HAProxy's agent check on this address [default: off].
+    #[arg(long)]
+    agent_listen: Option<std::net::SocketAddr>,
     /// Root of the board's file system [default: /].
     #[arg(long)]
     root: Option<PathBuf>,
@@ -118,7 +121,8 @@ pub(crate) struct ServeArgs {
     /// Requests admitted at once (waiting or running) [default: 2048].
     #[arg(long)]
     queue_capacity: Option<usize>,
-    /// Open connections at once [default: 16384].
+    /// Open connections at once [default: one per 32 KiB of memory,
+    /// 1024 to 65536].
     #[arg(long)]
     max_connections: Option<usize>,
     /// The model catalog; relative: under --root [default:

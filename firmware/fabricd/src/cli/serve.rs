@@ -15,6 +15,9 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(v) = args.listen {
         config.listen = v;
     }
+    if let Some(v) = args.agent_listen {
+        config.agent_listen = Some(v);
+    }
     if let Some(v) = args.root {
         config.root = v;
     }

@@ -23,6 +23,8 @@ pub struct Admin {
     pub metrics: Arc<Metrics>,
     pub stats: Arc<StatsHandle>,
     pub rotator: Arc<Rotator>,
+    /// The board's drain, which the agent check answers from.
+    pub board_drain: Arc<crate::serve::agent::BoardDrain>,
     pub started: Instant,
 }
 
@@ -54,6 +56,7 @@ impl Commands for Admin {
                 "queue_depth": published.queued.load(Relaxed),
                 "in_flight": published.in_flight.load(Relaxed),
                 "connections": self.metrics.connections_open.load(Relaxed),
+                "drained": self.board_drain.is_on(),
                 "slots": published.view().slots,
             })),
             Command::Models => {
@@ -111,7 +114,26 @@ impl Commands for Admin {
                     "slots": published.view().slots,
                 }))
             }
-            Command::Drain { slot } => {
+            Command::Drain { slot: None } => {
+                let was = self.board_drain.set(true);
+                let message = if was {
+                    "the board was drained already"
+                } else {
+                    "the board is drained: its agent check answers drain, so the balancer sends it \
+                     no new work; it still serves what arrives, until `fabricctl resume`"
+                };
+                Ok(json!({"message": message, "drained": true}))
+            }
+            Command::Resume { slot: None } => {
+                let was = self.board_drain.set(false);
+                let message = if was {
+                    "the board takes new work again"
+                } else {
+                    "the board was not drained"
+                };
+                Ok(json!({"message": message, "drained": false}))
+            }
+            Command::Drain { slot: Some(slot) } => {
                 let d = self.rotator.drain(slot).await.map_err(refuse)?;
                 let message = format!(
                     "slot {slot} drained in {} ms; it takes no new work until a load or resume",
@@ -119,7 +141,7 @@ impl Commands for Admin {
                 );
                 Ok(json!({"message": message, "slots": published.view().slots}))
             }
-            Command::Resume { slot } => {
+            Command::Resume { slot: Some(slot) } => {
                 self.rotator.resume(slot).await.map_err(refuse)?;
                 let message = format!("slot {slot} takes work again");
                 Ok(json!({"message": message, "slots": published.view().slots}))

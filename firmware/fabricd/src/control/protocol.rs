@@ -35,10 +35,17 @@ pub enum Command {
     },
     /// Load the next model of the schedule.
     Rotate,
-    /// Stop starting work in a slot and wait for what runs there.
-    Drain { slot: u8 },
-    /// Let a drained slot take work again.
-    Resume { slot: u8 },
+    /// Stop starting work in a slot and wait for what runs there; without
+    /// a slot, tell the balancer to send the board no new work.
+    Drain {
+        #[serde(default)]
+        slot: Option<u8>,
+    },
+    /// Let a drained slot (or the drained board) take work again.
+    Resume {
+        #[serde(default)]
+        slot: Option<u8>,
+    },
 }
 
 /// Every command's name, for an answer to one that is not.
@@ -163,8 +170,10 @@ mod tests {
                 full: true,
             },
             Command::Rotate,
-            Command::Drain { slot: 0 },
-            Command::Resume { slot: 1 },
+            Command::Drain { slot: Some(0) },
+            Command::Resume { slot: Some(1) },
+            Command::Drain { slot: None },
+            Command::Resume { slot: None },
         ] {
             assert_eq!(Command::parse(&cmd.to_line()), Ok(cmd.clone()));
             assert!(COMMANDS.contains(cmd.name()));

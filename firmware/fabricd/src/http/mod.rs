@@ -91,6 +91,8 @@ pub struct App {
     pub typing: crate::typing::Typing,
     /// Limits on request heads, and the memory slow ones may hold.
     pub heads: head::HeadLimits,
+    /// The operator's drain of the board, which `/readyz` reports.
+    pub board_drain: Arc<crate::serve::agent::BoardDrain>,
 }
 
 /// The model name that follows rotation.

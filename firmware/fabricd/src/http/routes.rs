@@ -126,6 +126,7 @@ pub(super) fn readyz(app: &App) -> Response<Body> {
     let info = &published.info;
     let body = json!({
         "ready": ready,
+        "drained": app.board_drain.is_on(),
         "fabric": {
             "state": view.state,
             "slots": info.slots,

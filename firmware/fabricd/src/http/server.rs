@@ -1,5 +1,6 @@
 //! The accept loop: a permit of the connection cap each, and no more than
-//! its share for one client address; over either, `overloaded`.
+//! its share for one client address (a trusted proxy excepted); over
+//! either, `overloaded`.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -67,8 +68,11 @@ pub async fn serve(
         app.metrics
             .connections_total
             .fetch_add(1, Ordering::Relaxed);
+        // A load balancer speaks for many clients: it is held to the cap,
+        // not to one address's share.
+        let trusted = app.config.is_trusted_proxy(peer.ip());
         let refused = match conns.clone().try_acquire_owned() {
-            Ok(permit) => match addresses.enter(peer.ip()) {
+            Ok(permit) => match addresses.enter(peer.ip(), trusted) {
                 Some(seat) => {
                     let app = app.clone();
                     let shutdown = shutdown.clone();
@@ -127,17 +131,22 @@ impl Addresses {
         })
     }
 
-    fn enter(self: &Arc<Self>, ip: IpAddr) -> Option<Seat> {
+    /// A seat for a connection from `ip`, or `None` over its share; a
+    /// trusted proxy's connection needs none (`Some(None)`).
+    fn enter(self: &Arc<Self>, ip: IpAddr, trusted: bool) -> Option<Option<Seat>> {
+        if trusted {
+            return Some(None);
+        }
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let n = held.entry(ip).or_insert(0);
         if *n >= self.cap {
             return None;
         }
         *n += 1;
-        Some(Seat {
+        Some(Some(Seat {
             book: self.clone(),
             ip,
-        })
+        }))
     }
 }
 

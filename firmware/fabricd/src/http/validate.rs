@@ -287,20 +287,41 @@ pub(super) fn validate(
     Ok(Edge::Admit(adm, prepared))
 }
 
-/// The client's address: the peer, or the first `X-Forwarded-For` entry
-/// behind a trusted proxy.
+/// The client's address: the peer's, or behind a trusted proxy the one its
+/// `X-Forwarded-For` names. Each proxy appends the address it heard from,
+/// so the list is read from its end, past the trusted proxies' own
+/// entries; what comes before is the client's to write and is not
+/// believed. Several `X-Forwarded-For` headers are one list, in order.
 pub(super) fn client_ip(app: &App, peer: SocketAddr, headers: &hyper::HeaderMap) -> IpAddr {
-    if app.config.trust_forwarded_for {
-        if let Some(fwd) = headers
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
-            .and_then(|v| v.trim().parse::<IpAddr>().ok())
-        {
-            return fwd;
+    forwarded_client(peer.ip(), headers, |ip| app.config.is_trusted_proxy(ip))
+}
+
+fn forwarded_client(
+    peer: IpAddr,
+    headers: &hyper::HeaderMap,
+    trusted: impl Fn(IpAddr) -> bool,
+) -> IpAddr {
+    if !trusted(peer) {
+        return peer;
+    }
+    let mut client = peer;
+    let entries: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .collect();
+    for entry in entries.iter().rev() {
+        match entry.trim().parse::<IpAddr>() {
+            // A proxy further out, also trusted, added the next one.
+            Ok(ip) if trusted(ip) => client = ip,
+            Ok(ip) => return ip,
+            // Garbage where an address should be: what the proxies vouch
+            // for ends here.
+            Err(_) => return client,
         }
     }
-    peer.ip()
+    client
 }
 
 pub(super) fn random_seed(id: u64) -> u64 {
@@ -308,4 +329,48 @@ pub(super) fn random_seed(id: u64) -> u64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     nanos ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::forwarded_client;
+    use std::net::IpAddr;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("an address")
+    }
+
+    fn client(peer: &str, xff: &[&str]) -> IpAddr {
+        let mut headers = hyper::HeaderMap::new();
+        for v in xff {
+            headers.append("x-forwarded-for", v.parse().expect("a header value"));
+        }
+        let proxies = [ip("10.0.0.2"), ip("10.0.0.3")];
+        forwarded_client(ip(peer), &headers, |a| proxies.contains(&a))
+    }
+
+    #[test]
+    fn only_a_trusted_proxy_names_the_client_and_only_its_own_entry_counts() {
+        // From a client, the header is the client's own writing.
+        assert_eq!(client("192.168.1.9", &["1.2.3.4"]), ip("192.168.1.9"));
+        // From the proxy: the entry it appended, not what the client sent
+        // before it.
+        assert_eq!(
+            client("10.0.0.2", &["1.2.3.4, 192.168.1.9"]),
+            ip("192.168.1.9")
+        );
+        assert_eq!(
+            client("10.0.0.2", &["1.2.3.4", "192.168.1.9"]),
+            ip("192.168.1.9")
+        );
+        // Two trusted proxies in a row: past the inner one's entry.
+        assert_eq!(
+            client("10.0.0.2", &["192.168.1.9, 10.0.0.3"]),
+            ip("192.168.1.9")
+        );
+        // No header, or garbage where the proxy's entry should be: the
+        // nearest trusted hop, never a client-written address.
+        assert_eq!(client("10.0.0.2", &[]), ip("10.0.0.2"));
+        assert_eq!(client("10.0.0.2", &["1.2.3.4, nonsense"]), ip("10.0.0.2"));
+    }
 }

@@ -34,6 +34,7 @@ use std::time::Instant;
 #[cfg(feature = "sim")]
 pub use sim::{default_sim_catalog, start_sim, SimChild};
 
+pub mod agent;
 mod memory;
 pub use memory::one_arena;
 #[cfg(feature = "sim")]
@@ -143,6 +144,7 @@ pub async fn run_ready(
         );
     }
     let metrics = Arc::new(Metrics::default());
+    let board_drain = Arc::new(agent::BoardDrain::default());
     // The nominal rate, before any completion was measured: every slot busy
     // with typical speculative-typing requests.
     let nominal_rate = (info.slot_rate(16, 8) * info.slots as f64).min(1e6);
@@ -161,6 +163,7 @@ pub async fn run_ready(
             config.max_header_bytes,
             config.header_budget_bytes,
         ),
+        board_drain: board_drain.clone(),
     });
     let admin_stop = CancellationToken::new();
     let socket = config.socket_path();
@@ -173,6 +176,7 @@ pub async fn run_ready(
                 metrics: app.metrics.clone(),
                 stats: stats.clone(),
                 rotator: rotator.clone(),
+                board_drain: board_drain.clone(),
                 started: Instant::now(),
             });
             Some(tokio::spawn(crate::control::serve(
@@ -186,6 +190,26 @@ pub async fn run_ready(
             log::error!("serve: no control socket: {}", fabric_hw::Chain(&e));
             None
         }
+    };
+    let agent_stop = CancellationToken::new();
+    let agent_task = match config.agent_listen {
+        Some(addr) => match TcpListener::bind(addr).await {
+            Ok(listener) => {
+                log::info!("serve: agent check on {addr}");
+                Some(tokio::spawn(agent::serve(
+                    listener,
+                    agent_reading(app.clone(), rotator.clone()),
+                    agent_stop.clone(),
+                )))
+            }
+            Err(e) => {
+                // The balancer's health check still sees the board: log it
+                // and go on serving.
+                log::error!("serve: no agent check on {addr}: {e}");
+                None
+            }
+        },
+        None => None,
     };
     let tracker = TaskTracker::new();
     let accept_stop = CancellationToken::new();
@@ -291,6 +315,12 @@ pub async fn run_ready(
     if let Some(t) = control_task {
         let _ = t.await;
     }
+    // Until here the agent answered `drain`; it holds the app, which must
+    // go for the scheduler to see admission closed.
+    agent_stop.cancel();
+    if let Some(t) = agent_task {
+        let _ = t.await;
+    }
     drop(rotator);
     drop(app);
     // The scheduler ends once admission is closed and nothing is left, or
@@ -341,6 +371,35 @@ pub async fn run_ready(
     }
     log::info!("serve: stopped");
     Ok(())
+}
+
+/// How the board stands, for the agent check: from what the scheduler
+/// publishes, the admission count and the rotator.
+fn agent_reading(app: Arc<App>, rotator: Arc<Rotator>) -> impl Fn() -> agent::Reading {
+    move || {
+        let published = app.sched.published();
+        let view = published.view();
+        let per_slot = published.info.contexts_per_slot;
+        let taking = view
+            .slots
+            .iter()
+            .filter(|s| {
+                s.model.is_some() && s.state == fabric_hw::contract::SlotState::Ready && s.accepting
+            })
+            .count();
+        agent::Reading {
+            shutting_down: app.shutting_down.load(Ordering::Relaxed),
+            drained: app.board_drain.is_on(),
+            reconfiguring: rotator.in_progress() || view.state == sched::FabricState::Dark,
+            model_ready: taking > 0,
+            ready_contexts: taking * per_slot,
+            contexts: published.info.slots * per_slot,
+            busy: app
+                .config
+                .queue_capacity
+                .saturating_sub(app.permits.available_permits()),
+        }
+    }
 }
 
 /// `run` stopped so that a new start attaches to the fabric again: a

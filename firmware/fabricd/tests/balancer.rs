@@ -1,0 +1,196 @@
+//! Behind a load balancer: HAProxy's agent check answered from the
+//! daemon's own state, and a trusted proxy's connections not held to one
+//! address's share.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{control, get, post_json, Daemon, READY_WITHIN};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A port nobody listens on now, for the agent.
+fn free_port() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr")
+}
+
+/// What the agent answers one check, as HAProxy asks: connect, read the
+/// line, see it closed.
+async fn agent_says(agent: SocketAddr) -> String {
+    let mut s = TcpStream::connect(agent)
+        .await
+        .expect("connect to the agent");
+    let mut line = String::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut line))
+        .await
+        .expect("the agent answers and closes")
+        .expect("read");
+    line
+}
+
+async fn status(d: &Daemon) -> serde_json::Value {
+    let r = control(d, json!({"cmd": "status"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    r["data"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_check_follows_the_daemons_state() {
+    let agent = free_port();
+    let d = Daemon::start(
+        |s| {
+            s.time_scale = 2.0;
+            s.max_output = 1024;
+            s.pr_bytes_per_sec = 1_000_000;
+        },
+        |c| c.agent_listen = Some(agent),
+    )
+    .await;
+    // Idle, every context free: the whole weight.
+    assert_eq!(agent_says(agent).await, "ready 100%\n");
+
+    // Three long requests admitted (running, or waiting for the lane long
+    // requests share): three contexts' worth of work taken.
+    let ready = get(d.addr, "/readyz").await.expect("readyz").json();
+    let contexts = ready["fabric"]["slots"].as_u64().expect("slots")
+        * ready["fabric"]["contexts_per_slot"]
+            .as_u64()
+            .expect("contexts");
+    let long =
+        json!({"model": "kjv", "prompt": "And God said", "max_tokens": 1024, "ignore_eos": true});
+    let running: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(post_json(d.addr, long.clone())))
+        .collect();
+    tokio::time::timeout(READY_WITHIN, async {
+        while {
+            let s = status(&d).await;
+            s["in_flight"].as_u64().expect("in_flight") + s["queue_depth"].as_u64().expect("queue")
+        } < 3
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("three requests admitted");
+    let weight = 10 + 90 * (contexts - 3) / contexts;
+    assert_eq!(agent_says(agent).await, format!("ready {weight}%\n"));
+    for r in running {
+        assert_eq!(r.await.expect("join").status, 200);
+    }
+
+    // Drained by the operator: the balancer is told, and the board still
+    // serves what reaches it.
+    let r = control(&d, json!({"cmd": "drain"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(agent_says(agent).await, "drain\n");
+    assert_eq!(status(&d).await["drained"], true);
+    let ready = get(d.addr, "/readyz").await.expect("readyz");
+    assert_eq!(ready.status, 200);
+    assert_eq!(ready.json()["drained"], true);
+    assert_eq!(
+        common::small_completion(d.addr, "And God said", 1).await,
+        200
+    );
+    let r = control(&d, json!({"cmd": "resume"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(agent_says(agent).await, "ready 100%\n");
+
+    // A load under way: drain, for as long as it runs, then ready again.
+    let ctl = tokio::spawn({
+        let root = d.dir.path().to_owned();
+        async move {
+            common::control_at(
+                &root,
+                json!({"cmd": "load", "model": "fortunes", "slot": 0}),
+            )
+            .await
+        }
+    });
+    let mut drained_while_loading = 0;
+    while !ctl.is_finished() {
+        if agent_says(agent).await == "drain\n" && !ctl.is_finished() {
+            drained_while_loading += 1;
+        }
+    }
+    let r = ctl.await.expect("join");
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(
+        drained_while_loading > 0,
+        "the agent never said drain during the load"
+    );
+    assert_eq!(agent_says(agent).await, "ready 100%\n");
+
+    // Shutting down with a request still running: drain until it is done.
+    // (Both slots hold fortunes now.)
+    let mut long = long;
+    long["model"] = json!("fortunes");
+    let last = tokio::spawn(post_json(d.addr, long.clone()));
+    tokio::time::timeout(READY_WITHIN, async {
+        while agent_says(agent).await == "ready 100%\n" {}
+    })
+    .await
+    .expect("the last request holds a context");
+    d.shutdown.cancel();
+    let mut drains = 0;
+    while !last.is_finished() {
+        match TcpStream::connect(agent).await {
+            Ok(mut s) => {
+                let mut line = String::new();
+                if s.read_to_string(&mut line).await.is_ok() && !last.is_finished() {
+                    assert_eq!(line, "drain\n");
+                    drains += 1;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    assert_eq!(last.await.expect("join").status, 200);
+    assert!(drains > 0, "the agent never said drain while shutting down");
+}
+
+/// A connection from `from` that was answered one `GET /healthz`.
+async fn answered_from(from: &str, to: SocketAddr) -> (TcpStream, String) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(format!("{from}:0").parse().expect("addr"))
+        .expect("bind");
+    let mut s = socket.connect(to).await.expect("connect");
+    s.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
+        .await
+        .expect("write");
+    let mut buf = vec![0u8; 1024];
+    let n = s.read(&mut buf).await.expect("read");
+    let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+    (s, head)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_proxy_is_held_to_the_cap_not_to_one_addresss_share() {
+    let d = Daemon::start(
+        |s| s.time_scale = 0.05,
+        |c| {
+            c.max_connections = Some(12);
+            c.address_share = 0.25;
+            c.trusted_proxies = vec!["127.0.0.2/32".parse().expect("a network")];
+        },
+    )
+    .await;
+    // The proxy holds six, past a client's share (0.25 of 12 is three).
+    let mut held = Vec::new();
+    for _ in 0..6 {
+        let (s, head) = answered_from("127.0.0.2", d.addr).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        held.push(s);
+    }
+    // Anyone else is still held to the share.
+    held.extend(common::hold_answered(d.addr, 3).await);
+    let (_third, head) = answered_from("127.0.0.1", d.addr).await;
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    assert!(head.contains("from your address"), "{head}");
+    drop(held);
+    d.stop().await;
+}
