@@ -91,6 +91,10 @@ pub struct Config {
     /// since a client can write it.
     #[serde(deserialize_with = "addresses_or_networks")]
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The status of `overloaded` to `trusted_proxies`: 429, or 503 for a
+    /// balancer that retries a 503 on another board and not a 429 (HAProxy
+    /// before 3.0; `fleet/haproxy.cfg` gives the client its 429 back).
+    pub proxy_overloaded_status: u16,
     /// Replaced by `trusted_proxies`; still read, to be refused by name.
     #[serde(rename = "trust_forwarded_for")]
     pub trust_forwarded_for_replaced: Option<bool>,
@@ -277,6 +281,7 @@ impl Default for Config {
             idle_timeout_ms: 300_000,
             shutdown_grace_ms: 10_000,
             trusted_proxies: Vec::new(),
+            proxy_overloaded_status: 429,
             trust_forwarded_for_replaced: None,
             agent_listen: None,
             socket: PathBuf::from("run/fabricd.sock"),
@@ -408,6 +413,9 @@ impl Config {
         };
         if self.queue_capacity == 0 {
             return Err(invalid("queue_capacity", "must be at least 1"));
+        }
+        if ![429, 503].contains(&self.proxy_overloaded_status) {
+            return Err(invalid("proxy_overloaded_status", "must be 429 or 503"));
         }
         if self.trust_forwarded_for_replaced.is_some() {
             return Err(invalid(

@@ -34,7 +34,7 @@ use hyper::body::{Body as _, Incoming};
 use hyper::header::CONNECTION;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Request, Version};
+use hyper::{Request, StatusCode, Version};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
@@ -189,6 +189,11 @@ async fn serve_one(
         let ex = ex2.clone();
         async move {
             let mut r = route(&app, peer, req, &ex).await;
+            if app.config.proxy_overloaded_status != 429 && app.config.is_trusted_proxy(peer.ip()) {
+                if let Ok(status) = StatusCode::from_u16(app.config.proxy_overloaded_status) {
+                    super::reply::overloaded_for_proxy(&mut r, status);
+                }
+            }
             // Told when hyper is done with the response.
             r.body_mut().on_drop(ex);
             Ok::<_, Infallible>(r)

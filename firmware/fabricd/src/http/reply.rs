@@ -33,6 +33,19 @@ use crate::sched::{Ending, Outcome};
 /// The predicted wait of a request refused as predicted late, in ms.
 pub const PREDICTED_WAIT: &str = "x-fabricd-predicted-wait-ms";
 
+/// The error body's `type`, as a header of every typed failure.
+pub const ERROR_TYPE: &str = "x-fabricd-error";
+
+/// `overloaded` for a load balancer that cannot retry a 429 (HAProxy
+/// before 3.0 has no `retry-on 429`): the status it retries on another
+/// board, with the type in [`ERROR_TYPE`] so that it can give the client
+/// back its 429 after the last try.
+pub fn overloaded_for_proxy(resp: &mut Response<Body>, status: StatusCode) {
+    if resp.status() == StatusCode::TOO_MANY_REQUESTS {
+        *resp.status_mut() = status;
+    }
+}
+
 /// How an HTTP exchange ended without a result: a domain outcome (from
 /// validation or the scheduler), or a refusal of the HTTP layer's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,6 +191,9 @@ impl Failure {
         *resp.status_mut() = status(self);
         let h = resp.headers_mut();
         h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        // The body's type, where a proxy can act on it without reading the
+        // body (fleet/haproxy.cfg does).
+        h.insert(ERROR_TYPE, HeaderValue::from_static(self.type_str()));
         if let Some(after) = self.retry_after() {
             let ms = after.as_millis().max(1);
             let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
