@@ -33,6 +33,22 @@ pub(super) fn slot_end(ms: u64, window_ms: u64) -> u64 {
     (ms / w).saturating_add(1).saturating_mul(w)
 }
 
+/// Whether the window that started at `start_ms` closes at `now_ms`, and
+/// if so its end and the next window's start (see [`Task::close_window`]).
+pub(super) fn closing(start_ms: u64, now_ms: u64, window_ms: u64) -> Option<(u64, u64)> {
+    let w = window_ms.max(1);
+    let end_ms = slot_end(start_ms, w);
+    let slot_start = end_ms - w;
+    let now_slot = now_ms - now_ms % w;
+    if (slot_start..end_ms).contains(&now_ms) {
+        None
+    } else if now_ms < slot_start {
+        Some((end_ms, now_slot))
+    } else {
+        Some((end_ms, end_ms.max(now_slot)))
+    }
+}
+
 /// The `Instant` at which the wall clock reads `end_ms`, as far as can be
 /// told now.
 pub(super) fn instant_at(end_ms: u64, now: SystemTime) -> Instant {
@@ -105,33 +121,30 @@ impl Task {
     /// Closes the open window if the wall clock has reached its slot's
     /// end. Windows end on multiples of the window length since the Unix
     /// epoch, so every board of a fleet closes its windows together and
-    /// their windows can be merged slot by slot.
+    /// their windows can be merged slot by slot: a closed window always
+    /// ends on its slot's end, and every window but a boot's first starts
+    /// on a slot's start.
     ///
     /// The timer that calls this runs on the monotonic clock, set from the
     /// wall clock when the window opened; the wall clock can step since
-    /// (NTP at boot on a board without a battery-backed clock). Early, the
-    /// timer is set again for the rest. Stepped forward past the next slot
-    /// too, the window is closed where the clock now is, and the next one
-    /// is short. Stepped back before the window's start, it is closed now
-    /// with an empty length rather than held open for the difference.
+    /// (NTP at boot on a board without a battery-backed clock), and a timer
+    /// can fire late. Early, the timer is set again for the rest. Late (or
+    /// the clock stepped forward), the window still ends on its slot's end,
+    /// holding what was counted until now, and the next one starts at the
+    /// slot the clock is in now. Stepped back before the window's slot,
+    /// it is closed now rather than held open for the difference.
     pub(super) fn close_window(&mut self) {
         let now = SystemTime::now();
         let now_ms = unix_ms(now);
         let w = self.window_ms();
         let start_ms = unix_ms(lock(&self.live).open.start);
-        let end = slot_end(start_ms, w);
-        if now_ms < end && now_ms >= start_ms {
-            self.deadline = instant_at(end, now);
+        let Some((end_ms, next_start)) = closing(start_ms, now_ms, w) else {
+            self.deadline = instant_at(slot_end(start_ms, w), now);
             return;
-        }
-        let (end_ms, next_start) = if now_ms < start_ms {
-            log::warn!("stats: the wall clock stepped back; the open window closes now");
-            (start_ms, now_ms)
-        } else if now_ms < end.saturating_add(w) {
-            (end, end)
-        } else {
-            (now_ms, now_ms)
         };
+        if now_ms < start_ms {
+            log::warn!("stats: the wall clock stepped back; the open window closes now");
+        }
         let record = {
             let mut live = lock(&self.live);
             let record = self.record_of(&live, true, end_ms, true);
@@ -231,5 +244,29 @@ impl Task {
                 "windows": list,
             }));
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_close_on_the_clocks_boundaries_whatever_the_timer_did() {
+        let w = 1_800_000;
+        let t0 = 1_767_225_600_000; // 2026-01-01 00:00 UTC
+                                    // The first window after a start at 00:10 is short: it ends at 00:30.
+        assert_eq!(slot_end(t0 + 600_000, w), t0 + w);
+        // On time, and late by less than a window: the next starts there.
+        assert_eq!(closing(t0 + 600_000, t0 + w, w), Some((t0 + w, t0 + w)));
+        assert_eq!(closing(t0, t0 + w + 5, w), Some((t0 + w, t0 + w)));
+        // Early (the wall clock and the timer disagree): not yet.
+        assert_eq!(closing(t0, t0 + w - 1, w), None);
+        // The clock stepped forward by hours (NTP at boot): the window
+        // still ends on its boundary; the next is the slot of now.
+        assert_eq!(closing(t0, t0 + 7 * w + 17, w), Some((t0 + w, t0 + 7 * w)));
+        // Stepped back before the window's slot: closed now, and the next
+        // window is the slot of now.
+        assert_eq!(closing(t0 + w, t0 - 17, w), Some((t0 + 2 * w, t0 - w)));
     }
 }

@@ -271,6 +271,9 @@ pub struct FleetWindow {
     pub latency_ms: serde_json::Value,
 }
 
+/// A window's client key id and sketch registers, as a board showed them.
+type SketchOf<'a> = (Option<&'a str>, Option<&'a Vec<(u16, u8)>>);
+
 /// A board's windows in one slot (more than one when it restarted there).
 struct Part<'a> {
     board: &'a str,
@@ -398,7 +401,7 @@ fn merge_slot(slot: u64, window_ms: u64, parts: &[Part<'_>], names: &[String]) -
     // board's windows in one slot (a restart inside it) do not overlap in
     // time, so the largest of its peaks is its peak.
     let mut per_board: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
-    let mut sketches: Vec<(Option<&str>, Option<&Vec<(u16, u8)>>)> = Vec::new();
+    let mut sketches: Vec<SketchOf<'_>> = Vec::new();
     let mut open = false;
     for p in parts {
         let w = p.w;
@@ -478,11 +481,7 @@ fn add(into: &mut Histogram<u64>, pairs: &[(u64, u64)]) {
     let _ = into.add(&h);
 }
 
-fn uniques(
-    at_least: u64,
-    at_most: u64,
-    sketches: &[(Option<&str>, Option<&Vec<(u16, u8)>>)],
-) -> Uniques {
+fn uniques(at_least: u64, at_most: u64, sketches: &[SketchOf<'_>]) -> Uniques {
     let first_key = sketches.first().and_then(|s| s.0);
     let shared = first_key.is_some()
         && sketches
