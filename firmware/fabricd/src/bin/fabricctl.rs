@@ -283,25 +283,28 @@ fn fleet_stats(files: &[PathBuf], json_out: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if json_out {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&view).unwrap_or_default()
-        );
+    let text = if json_out {
+        serde_json::to_string_pretty(&view).unwrap_or_default() + "\n"
     } else {
-        print_fleet(&view);
-    }
+        fleet_table(&view)
+    };
+    // Written once, and a closed pipe (`| head`) is not an error to report.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
     ExitCode::SUCCESS
 }
 
-fn print_fleet(v: &fabricd::stats::fleet::FleetView) {
-    println!(
+fn fleet_table(v: &fabricd::stats::fleet::FleetView) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "{} board(s): {}; windows of {} s",
         v.boards.len(),
         v.boards.join(", "),
         v.window_seconds
     );
-    println!(
+    let _ = writeln!(
+        out,
         "{:<19} {:>7} {:>8} {:>5} {:>9} {:>9} {:>11}  {:>17}  {:>14}  boards",
         "window (UTC)",
         "ok",
@@ -332,7 +335,8 @@ fn print_fleet(v: &fabricd::stats::fleet::FleetView) {
         if !w.partial.is_empty() {
             notes.push(format!("part {}", w.partial.join(",")));
         }
-        println!(
+        let _ = writeln!(
+            out,
             "{:<19} {:>7} {:>8} {:>5} {:>9} {:>9} {:>11}  {:>17}  {:>14}  {}/{}{}{}",
             utc(w.start_ms),
             w.requests.get("ok").copied().unwrap_or(0),
@@ -357,15 +361,18 @@ fn print_fleet(v: &fabricd::stats::fleet::FleetView) {
         );
     }
     for s in &v.skipped {
-        println!(
+        let _ = writeln!(
+            out,
             "skipped: {} window {} (boot {}): {}",
             s.board, s.index, s.boot_id, s.why
         );
     }
-    println!(
+    let _ = writeln!(
+        out,
         "peaks are bounds (the boards' peaks need not coincide); ~N: an estimate \
          from the boards' client sketches, A..B: bounds"
     );
+    out
 }
 
 fn print_human(cmd: &Command, d: &Value) {

@@ -192,7 +192,11 @@ impl Board {
 
     /// Reads a board's answer from a file, `-` for standard input.
     pub fn read(path: &Path) -> Result<Board, FleetError> {
-        let name = path.display().to_string();
+        let name = if path == Path::new("-") {
+            "stdin".to_owned()
+        } else {
+            path.display().to_string()
+        };
         let text = if path == Path::new("-") {
             let mut buf = Vec::new();
             std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf).map(|_| buf)
