@@ -30,8 +30,10 @@
 //! payload, and the payload (a [`WindowRecord`] encoded with `postcard`).
 //! Reading scans for frames: a torn tail (a power cut mid-write) is skipped,
 //! and a corrupt frame in the middle is skipped by searching for the next
-//! magic, so it hides nothing after it. A record of another version is
-//! skipped and counted. The open window is checkpointed (a record with
+//! magic, so it hides nothing after it. Records of version 1 (before
+//! windows were aligned) are read and brought up to the current version,
+//! with no window length and no client sketch; a record of an unknown
+//! version is skipped and counted. The open window is checkpointed (a record with
 //! `closed = false`; the last record of a window wins), so a crash loses at
 //! most one checkpoint interval.
 //!
