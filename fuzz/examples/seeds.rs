@@ -12,7 +12,7 @@ use std::process::Command as Process;
 use fabric_hw::bitstream::{self, config_preamble, write_bit};
 use fabric_hw::devtree::DtNode;
 use fabricd::control::Command;
-use fabricd::stats::{frame, WindowRecord, VERSION};
+use fabricd::stats::{frame, ClientSketch, WindowRecord, VERSION};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -145,7 +145,8 @@ fn live_tree(s: &Seeds, board: &DtNode) -> Result<()> {
 }
 
 /// Frames as the daemon writes them: a closed window, a checkpoint of the
-/// next, and a torn tail.
+/// next, and a torn tail. Written under `-v2` names: `two-windows` and
+/// `torn-tail` are kept as frames of version 1, which are still read.
 fn stats_frames(s: &Seeds) -> Result<()> {
     let window = |index: u64, closed: bool| WindowRecord {
         version: VERSION,
@@ -169,13 +170,18 @@ fn stats_frames(s: &Seeds) -> Result<()> {
         latency_all: vec![(17, 9_000), (120, 700), (25_000, 40)],
         latency_clean: vec![(17, 9_000), (120, 700)],
         dropped_events: 0,
+        window_ms: 1_800_000,
+        clients: Some(ClientSketch {
+            key_id: 0x0123_4567_89ab_cdef,
+            registers: vec![(7, 1), (1_000, 3), (4_095, 2)],
+        }),
     };
     let mut log = frame(&window(0, true));
     log.extend(frame(&window(1, false)));
-    s.write("stats_frames", "two-windows", &log)?;
+    s.write("stats_frames", "two-windows-v2", &log)?;
     let torn = frame(&window(2, true));
     log.extend_from_slice(&torn[..torn.len() / 2]);
-    s.write("stats_frames", "torn-tail", &log)
+    s.write("stats_frames", "torn-tail-v2", &log)
 }
 
 /// Every command as `fabricctl` sends it, and an answer of each kind.
@@ -185,6 +191,7 @@ fn control_lines(s: &Seeds) -> Result<()> {
         Command::Models,
         Command::Stats {
             since_ms: Some(1_764_662_400_000),
+            merge: false,
         },
         Command::Checkpoint,
         Command::Load {

@@ -111,6 +111,10 @@ pub struct Config {
     pub stats_checkpoint: String,
     /// Size at which the stats log is rotated.
     pub stats_max_bytes: u64,
+    /// A fleet-wide key for hashing clients (32 hex digits), the same on
+    /// every board, so their unique clients can be combined; unset: a key
+    /// drawn at each start. See `stats::sketch`.
+    pub stats_client_key: Option<String>,
     /// The models the slots should hold, in slot order (`""` leaves a
     /// slot as it is). At start a slot holding another model is loaded
     /// with its own, one slot at a time while the others serve; one model
@@ -289,6 +293,7 @@ impl Default for Config {
             stats_window: "30m".into(),
             stats_checkpoint: "60s".into(),
             stats_max_bytes: 8 << 20,
+            stats_client_key: None,
             slot_models: Vec::new(),
             sim: SimSettings::default(),
             rotation: RotationSettings::default(),
@@ -469,6 +474,11 @@ impl Config {
         if self.stats_max_bytes < 4096 {
             return Err(invalid("stats_max_bytes", "must be at least 4096"));
         }
+        if let Some(k) = &self.stats_client_key {
+            if crate::stats::ClientKey::from_hex(k).is_none() {
+                return Err(invalid("stats_client_key", "must be 32 hex digits"));
+            }
+        }
         if let Some(i) = &self.rotation.interval {
             if parse_duration(i).is_none() {
                 return Err(invalid(
@@ -534,6 +544,10 @@ impl Config {
             window: parse_duration(&self.stats_window).unwrap_or(Duration::from_secs(1800)),
             checkpoint: parse_duration(&self.stats_checkpoint).unwrap_or(Duration::from_secs(60)),
             max_bytes: self.stats_max_bytes,
+            client_key: self
+                .stats_client_key
+                .as_deref()
+                .and_then(crate::stats::ClientKey::from_hex),
         }
     }
 

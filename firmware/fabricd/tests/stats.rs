@@ -1,6 +1,11 @@
 //! Live stats: windows that match what was sent, overlapped requests
 //! counted apart, a durable log that survives torn and corrupt writes, and
-//! a daemon that keeps serving when the card misbehaves.
+//! a daemon that keeps serving when the card misbehaves; windows aligned to
+//! the wall clock, and two boards merged by `fabricctl fleet-stats`.
+//!
+//! Windows end on the wall clock's boundaries, so one can close in the
+//! middle of any test: what a test sent is counted over this boot's
+//! windows, never in the open one alone.
 
 mod common;
 
@@ -14,14 +19,35 @@ async fn stats_now(d: &Daemon) -> serde_json::Value {
     get(d.addr, "/stats").await.expect("/stats").json()
 }
 
-fn open_window(s: &serde_json::Value) -> serde_json::Value {
+/// This boot's windows (the open one among them).
+fn this_boot(s: &serde_json::Value) -> Vec<serde_json::Value> {
     s["windows"]
         .as_array()
         .expect("windows")
         .iter()
-        .find(|w| w["open"] == true)
+        .filter(|w| w["boot_id"] == s["boot_id"])
         .cloned()
-        .expect("an open window")
+        .collect()
+}
+
+/// A figure summed over this boot's windows.
+fn total(s: &serde_json::Value, f: impl Fn(&serde_json::Value) -> &serde_json::Value) -> u64 {
+    this_boot(s)
+        .iter()
+        .map(|w| f(w).as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// A latency histogram of this boot's windows merged (from `?merge=1`).
+fn merged(s: &serde_json::Value, which: &str) -> hdrhistogram::Histogram<u64> {
+    let mut h = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000, 3).expect("bounds");
+    for w in this_boot(s) {
+        for p in w["histograms"][which].as_array().expect("histograms") {
+            h.record_n(p[0].as_u64().expect("value"), p[1].as_u64().expect("count"))
+                .expect("in bounds");
+        }
+    }
+    h
 }
 
 async fn from(d: &Daemon, ip: &str, model: &str, seed: u64) -> u16 {
@@ -101,24 +127,37 @@ async fn a_scripted_session_matches_the_window_and_sets_the_reconfiguration_apar
     // Phase 3: clean again.
     assert_eq!(from(&d, "10.0.0.1", "fortunes", 7).await, 200);
     assert_eq!(from(&d, "10.0.0.2", "fortunes", 8).await, 200);
-    let s = stats_now(&d).await;
-    let w = open_window(&s);
-    assert_eq!(w["requests"]["ok"], 21, "{w}");
-    assert_eq!(w["overlapped"], 2, "{w}");
+    let s = get(d.addr, "/stats?merge=1").await.expect("/stats").json();
+    assert_eq!(total(&s, |w| &w["requests"]["ok"]), 21, "{s}");
+    assert_eq!(total(&s, |w| &w["overlapped"]), 2, "{s}");
     // The two waiting requests came from 127.0.0.1 (no X-Forwarded-For).
-    assert_eq!(w["unique_clients"], 4, "{w}");
-    assert_eq!(w["tokens_in"], 21 * prompt_tokens, "{w}");
-    assert_eq!(w["tokens_out"], 21 * 5, "{w}");
-    assert_eq!(w["latency_ms"]["all"]["count"], 21);
-    assert_eq!(w["latency_ms"]["clean"]["count"], 19);
+    let windows = this_boot(&s);
+    if let [w] = windows.as_slice() {
+        assert_eq!(w["unique_clients"], 4, "{w}");
+    } else {
+        // A window boundary fell inside the test: each window's count is
+        // exact, so together they bound the 4.
+        let most = windows
+            .iter()
+            .map(|w| w["unique_clients"].as_u64().unwrap_or(0));
+        assert!(
+            most.clone().max() <= Some(4) && most.sum::<u64>() >= 4,
+            "{s}"
+        );
+    }
+    assert_eq!(total(&s, |w| &w["tokens_in"]), 21 * prompt_tokens, "{s}");
+    assert_eq!(total(&s, |w| &w["tokens_out"]), 21 * 5, "{s}");
+    let (all, clean) = (merged(&s, "all"), merged(&s, "clean"));
+    assert_eq!((all.len(), clean.len()), (21, 19));
     // The overlapped ones waited out the reflash: the all-requests tail
     // shows it, the clean one does not.
-    assert!(
-        w["latency_ms"]["all"]["max"].as_u64().expect("max")
-            > w["latency_ms"]["clean"]["p99"].as_u64().expect("p99")
-    );
-    assert!(w["peak_in_flight"].as_u64().expect("peak") >= 1);
-    assert!(w["peak_connections"].as_u64().expect("conns") >= 1);
+    assert!(all.max() > clean.value_at_quantile(0.99));
+    assert!(windows
+        .iter()
+        .any(|w| w["peak_in_flight"].as_u64() >= Some(1)));
+    assert!(windows
+        .iter()
+        .any(|w| w["peak_connections"].as_u64() >= Some(1)));
     // fabricctl shows the same window.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricctl"))
         .arg("--socket")
@@ -128,7 +167,7 @@ async fn a_scripted_session_matches_the_window_and_sets_the_reconfiguration_apar
         .expect("fabricctl");
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(open_window(&v["data"])["requests"]["ok"], 21);
+    assert_eq!(total(&v["data"], |w| &w["requests"]["ok"]), 21);
     let table = std::process::Command::new(env!("CARGO_BIN_EXE_fabricctl"))
         .arg("--socket")
         .arg(d.dir.path().join("run/fabricd.sock"))
@@ -173,6 +212,18 @@ async fn windows_close_and_reach_the_card() {
         served, 5,
         "every request in exactly one window: {windows:?}"
     );
+    // Aligned to the wall clock: every window but the first starts on a
+    // multiple of its length, and every closed one ends on one.
+    for (i, w) in windows.iter().enumerate() {
+        assert_eq!(w.window_ms, 300, "{w:?}");
+        if i > 0 {
+            assert_eq!(w.start_ms % 300, 0, "{w:?}");
+        }
+        if w.closed {
+            assert_eq!(w.end_ms % 300, 0, "{w:?}");
+            assert_eq!(w.slot_end_ms(), Some(w.end_ms), "{w:?}");
+        }
+    }
     // Offline reading, as over SSH with the daemon stopped.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricctl"))
         .args(["stats", "--json", "--dir"])
@@ -212,6 +263,8 @@ async fn torn_and_corrupt_logs_lose_nothing_earlier_and_the_daemon_serves() {
         latency_all: vec![(17, 10)],
         latency_clean: vec![(17, 10)],
         dropped_events: 0,
+        window_ms: 1_000,
+        clients: None,
     };
     // Four records; the third corrupted in the middle; a fifth torn off.
     let mut bytes = Vec::new();
@@ -275,6 +328,8 @@ async fn garbage_and_other_versions_are_reported_not_fatal() {
         latency_all: vec![],
         latency_clean: vec![],
         dropped_events: 0,
+        window_ms: 1,
+        clients: None,
     });
     other.splice(
         0..0,
@@ -315,7 +370,7 @@ async fn a_full_card_costs_durability_not_service() {
         "{s}"
     );
     // The window is still counted, in memory.
-    assert_eq!(open_window(&s)["requests"]["ok"], 1);
+    assert_eq!(total(&s, |w| &w["requests"]["ok"]), 1);
     assert_eq!(small_completion(d.addr, "y", 0).await, 200);
     d.stop().await;
 }
@@ -379,7 +434,114 @@ async fn recording_drops_nothing_with_2048_clients() {
     }
     assert_eq!(ok, 2048);
     let s = stats_now(&d).await;
-    assert_eq!(open_window(&s)["requests"]["ok"], 2048);
-    assert!(open_window(&s)["peak_connections"].as_u64().expect("peak") > 100);
+    assert_eq!(total(&s, |w| &w["requests"]["ok"]), 2048);
+    let peak = this_boot(&s)
+        .iter()
+        .filter_map(|w| w["peak_connections"].as_u64())
+        .max();
+    assert!(peak > Some(100), "{s}");
     d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_boards_merge_in_fabricctl_fleet_stats() {
+    let key = "00112233445566778899aabbccddeeff";
+    let board = || {
+        Daemon::start(
+            |s| s.time_scale = 0.05,
+            |c| {
+                c.trust_forwarded_for = true;
+                c.stats_window = "1h".into();
+                c.stats_client_key = Some(key.into());
+            },
+        )
+    };
+    let (a, b) = (board().await, board().await);
+    // a serves clients 1..=3, b clients 2..=5: 5 clients in all, not 7.
+    for n in 1..=3 {
+        assert_eq!(from(&a, &format!("10.0.0.{n}"), "kjv", n).await, 200);
+    }
+    for n in 2..=5 {
+        assert_eq!(from(&b, &format!("10.0.0.{n}"), "kjv", n).await, 200);
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // a's answer as curl fetches it; b's through the control socket.
+    let a_json = dir.path().join("a.json");
+    let body = get(a.addr, "/stats?merge=1").await.expect("/stats").text();
+    std::fs::write(&a_json, body).expect("write");
+    let fabricctl = || std::process::Command::new(env!("CARGO_BIN_EXE_fabricctl"));
+    let out = fabricctl()
+        .arg("--socket")
+        .arg(b.dir.path().join("run/fabricd.sock"))
+        .args(["stats", "--merge", "--json"])
+        .output()
+        .expect("fabricctl");
+    assert!(out.status.success());
+    let b_json = dir.path().join("b.json");
+    std::fs::write(&b_json, &out.stdout).expect("write");
+    let out = fabricctl()
+        .args(["--json", "fleet-stats"])
+        .args([&a_json, &b_json])
+        .output()
+        .expect("fabricctl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let windows = v["windows"].as_array().expect("windows");
+    let sum = |k: &str| -> u64 { windows.iter().filter_map(|w| w[k].as_u64()).sum() };
+    assert_eq!(sum("requests_total"), 7, "{v}");
+    assert_eq!(sum("tokens_out"), 7 * 5, "{v}");
+    let count: u64 = windows
+        .iter()
+        .filter_map(|w| w["latency_ms"]["all"]["count"].as_u64())
+        .sum();
+    assert_eq!(count, 7, "{v}");
+    if let [w] = windows.as_slice() {
+        // No hour boundary fell inside the test.
+        assert_eq!(w["unique_clients"]["estimate"], 5, "{w}");
+        assert_eq!(w["unique_clients"]["at_least"], 4, "{w}");
+        assert_eq!(w["unique_clients"]["at_most"], 7, "{w}");
+        assert_eq!(w["boards"].as_array().map(Vec::len), Some(2), "{w}");
+        assert_eq!(w["open"], true);
+    }
+    // The table, and a bad file named in a typed error.
+    let table = fabricctl()
+        .arg("fleet-stats")
+        .args([&a_json, &b_json])
+        .output()
+        .expect("fabricctl");
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("2 board(s)") && text.contains("window (UTC)"),
+        "{text}"
+    );
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "<html>502 Bad Gateway</html>").expect("write");
+    let out = fabricctl()
+        .arg("fleet-stats")
+        .args([&a_json, &bad])
+        .output()
+        .expect("fabricctl");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json") && err.contains("not JSON"),
+        "{err}"
+    );
+    // Without ?merge=1 there is nothing to merge percentiles from.
+    let plain = dir.path().join("plain.json");
+    let body = get(a.addr, "/stats").await.expect("/stats").text();
+    std::fs::write(&plain, body).expect("write");
+    let out = fabricctl()
+        .args(["fleet-stats"])
+        .arg(&plain)
+        .output()
+        .expect("fabricctl");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("merge=1"));
+    a.stop().await;
+    b.stop().await;
 }

@@ -69,6 +69,17 @@ enum Command {
         /// checkpoint).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// With each window's latency histograms and client sketch: what
+        /// `fleet-stats` needs (with --json).
+        #[arg(long)]
+        merge: bool,
+    },
+    /// Several boards' stats merged into one view per window. Each FILE is
+    /// a board's `/stats?merge=1` answer (or `fabricctl stats --merge
+    /// --json`), `-` for standard input; fetch them with curl.
+    FleetStats {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
     },
 }
 
@@ -188,7 +199,7 @@ fn main() -> ExitCode {
         Command::Rotate => protocol::Command::Rotate,
         Command::Drain { slot } => protocol::Command::Drain { slot: *slot },
         Command::Resume { slot } => protocol::Command::Resume { slot: *slot },
-        Command::Stats { since, .. } => {
+        Command::Stats { since, merge, .. } => {
             let since_ms = match since.as_deref().map(parse_since).transpose() {
                 Ok(s) => s,
                 Err(e) => {
@@ -196,12 +207,17 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            protocol::Command::Stats { since_ms }
+            protocol::Command::Stats {
+                since_ms,
+                merge: *merge,
+            }
         }
+        // Files only: fabricctl has no HTTP client, and needs no daemon.
+        Command::FleetStats { files } => return fleet_stats(files, cli.json),
     };
     let answer = match (&cli.command, &cmd) {
-        (Command::Stats { dir: Some(dir), .. }, protocol::Command::Stats { since_ms }) => {
-            Ok(Answer::Done(offline_stats(dir, *since_ms)))
+        (Command::Stats { dir: Some(dir), .. }, protocol::Command::Stats { since_ms, merge }) => {
+            Ok(Answer::Done(offline_stats(dir, *since_ms, *merge)))
         }
         _ => ask(&cli.socket, &cmd),
     };
@@ -239,17 +255,127 @@ fn main() -> ExitCode {
 }
 
 /// The stats report from the files alone.
-fn offline_stats(dir: &std::path::Path, since_ms: Option<u64>) -> Value {
+fn offline_stats(dir: &std::path::Path, since_ms: Option<u64>, merge: bool) -> Value {
     let (records, read) = fabricd::stats::read_dir(dir);
     let windows: Vec<Value> = records
         .iter()
         .filter(|r| since_ms.is_none_or(|s| r.end_ms >= s))
-        .map(fabricd::stats::window_json)
+        .map(|r| fabricd::stats::window_json_with(r, merge))
         .collect();
+    // The window length of the latest records, which a merge needs; the
+    // log does not hold the daemon's configuration.
+    let window_ms = records
+        .iter()
+        .rev()
+        .find_map(|r| (r.window_ms > 0).then_some(r.window_ms));
     json!({
+        "window_seconds": window_ms.map(|ms| ms as f64 / 1000.0),
+        "aligned": window_ms.is_some(),
         "storage": {"path": dir.join(fabricd::stats::LOG), "ok": true, "error": null, "now": read},
         "windows": windows,
     })
+}
+
+/// `fabricctl fleet-stats FILE...`: the merge, printed as JSON (`--json`)
+/// or as a table.
+fn fleet_stats(files: &[PathBuf], json_out: bool) -> ExitCode {
+    let view = match fabricd::stats::fleet::merge_files(files) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("fabricctl: fleet-stats: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let text = if json_out {
+        serde_json::to_string_pretty(&view).unwrap_or_default() + "\n"
+    } else {
+        fleet_table(&view)
+    };
+    // Written once, and a closed pipe (`| head`) is not an error to report.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    ExitCode::SUCCESS
+}
+
+fn fleet_table(v: &fabricd::stats::fleet::FleetView) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} board(s): {}; windows of {} s",
+        v.boards.len(),
+        v.boards.join(", "),
+        v.window_seconds
+    );
+    let _ = writeln!(
+        out,
+        "{:<19} {:>7} {:>8} {:>5} {:>9} {:>9} {:>11}  {:>17}  {:>14}  boards",
+        "window (UTC)",
+        "ok",
+        "requests",
+        "ovlp",
+        "tok in",
+        "tok out",
+        "conns peak",
+        "p50/p95/p99 ms",
+        "unique clients"
+    );
+    for w in &v.windows {
+        let l = &w.latency_ms["all"];
+        let lat = if l["count"].as_u64().unwrap_or(0) == 0 {
+            "-".to_owned()
+        } else {
+            format!("{}/{}/{}", l["p50"], l["p95"], l["p99"])
+        };
+        let u = &w.unique_clients;
+        let uniques = match u.estimate {
+            Some(e) => format!("~{e}"),
+            None => format!("{}..{}", u.at_least, u.at_most),
+        };
+        let mut notes = Vec::new();
+        if !w.missing.is_empty() {
+            notes.push(format!("missing {}", w.missing.join(",")));
+        }
+        if !w.partial.is_empty() {
+            notes.push(format!("part {}", w.partial.join(",")));
+        }
+        let _ = writeln!(
+            out,
+            "{:<19} {:>7} {:>8} {:>5} {:>9} {:>9} {:>11}  {:>17}  {:>14}  {}/{}{}{}",
+            utc(w.start_ms),
+            w.requests.get("ok").copied().unwrap_or(0),
+            w.requests_total,
+            w.overlapped,
+            w.tokens_in,
+            w.tokens_out,
+            format!(
+                "{}..{}",
+                w.peak_connections.at_least, w.peak_connections.at_most
+            ),
+            lat,
+            uniques,
+            w.boards.len(),
+            v.boards.len(),
+            if notes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", notes.join("; "))
+            },
+            if w.open { "  (open)" } else { "" }
+        );
+    }
+    for s in &v.skipped {
+        let _ = writeln!(
+            out,
+            "skipped: {} window {} (boot {}): {}",
+            s.board, s.index, s.boot_id, s.why
+        );
+    }
+    let _ = writeln!(
+        out,
+        "peaks are bounds (the boards' peaks need not coincide); ~N: an estimate \
+         from the boards' client sketches, A..B: bounds"
+    );
+    out
 }
 
 fn print_human(cmd: &Command, d: &Value) {
@@ -313,6 +439,7 @@ fn print_human(cmd: &Command, d: &Value) {
             }
         }
         Command::Stats { .. } => print_stats(d),
+        Command::FleetStats { .. } => {}
     }
 }
 

@@ -84,7 +84,7 @@ impl Commands for Admin {
                     .collect();
                 Ok(json!({"models": models}))
             }
-            Command::Stats { since_ms } => Ok(self.stats.report(since_ms).await),
+            Command::Stats { since_ms, merge } => Ok(self.stats.report(since_ms, merge).await),
             Command::Checkpoint => {
                 self.stats.checkpoint().await;
                 Ok(json!({"message": "the open stats window is on the card"}))

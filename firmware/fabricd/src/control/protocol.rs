@@ -19,6 +19,10 @@ pub enum Command {
     Stats {
         #[serde(default)]
         since_ms: Option<u64>,
+        /// With each window's histograms and client sketch, for
+        /// `fabricctl fleet-stats`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        merge: bool,
     },
     /// Write the open stats window to the card now.
     Checkpoint,
@@ -154,8 +158,14 @@ mod tests {
         for cmd in [
             Command::Status,
             Command::Models,
-            Command::Stats { since_ms: Some(5) },
-            Command::Stats { since_ms: None },
+            Command::Stats {
+                since_ms: Some(5),
+                merge: false,
+            },
+            Command::Stats {
+                since_ms: None,
+                merge: true,
+            },
             Command::Checkpoint,
             Command::Load {
                 model: "kjv".into(),

@@ -30,13 +30,15 @@ pub(super) async fn route(
         ("/readyz", &Method::GET) => readyz(app),
         ("/metrics", &Method::GET) => metrics(app).await,
         ("/stats", &Method::GET) => {
-            // `?since_ms=N`: windows ending at or after N (ms since 1970).
-            let since = req
-                .uri()
-                .query()
-                .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("since_ms=")))
+            // `?since_ms=N`: windows ending at or after N (ms since 1970);
+            // `?merge=1`: with what a fleet merge needs (stats::fleet).
+            let query = req.uri().query().unwrap_or("");
+            let since = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("since_ms="))
                 .and_then(|v| v.parse().ok());
-            json_response(StatusCode::OK, &app.stats.report(since).await)
+            let merge = query.split('&').any(|kv| kv == "merge=1");
+            json_response(StatusCode::OK, &app.stats.report(since, merge).await)
         }
         ("/v1/completions", _) => Failure::MethodNotAllowed {
             method: method.to_string(),

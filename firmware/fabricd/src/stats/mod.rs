@@ -1,9 +1,17 @@
 //! Live stats: what the board served, per window, kept on the SD card.
 //!
 //! # Windows
+//! Windows are aligned to the wall clock: each ends on a multiple of the
+//! window length since the Unix epoch (with 30 minutes, on :00 and :30 UTC),
+//! so the first window after a start is short, and every board of a fleet
+//! closes its windows together; [`fleet`] merges them slot by slot. A
+//! window records its length, and its slot is `start_ms / window_ms`.
+//!
 //! A window (default 30 minutes) counts: peak concurrent connections; unique
-//! clients, by a keyed hash of the address with a secret drawn at boot (no
-//! address is ever stored); requests by outcome; tokens in and out; peak
+//! clients, by a keyed hash of the address (no address is ever stored) with
+//! a secret drawn at boot, or with the fleet-wide `stats_client_key`, which
+//! also keeps a sketch of them that boards can combine (see [`sketch`]);
+//! requests by outcome; tokens in and out; peak
 //! inferences in flight and the time with two or more in flight; and
 //! latency percentiles from an HDR histogram, for all requests and for the
 //! clean ones. A request whose life overlapped a reconfiguration of a slot
@@ -22,8 +30,10 @@
 //! payload, and the payload (a [`WindowRecord`] encoded with `postcard`).
 //! Reading scans for frames: a torn tail (a power cut mid-write) is skipped,
 //! and a corrupt frame in the middle is skipped by searching for the next
-//! magic, so it hides nothing after it. A record of another version is
-//! skipped and counted. The open window is checkpointed (a record with
+//! magic, so it hides nothing after it. Records of version 1 (before
+//! windows were aligned) are read and brought up to the current version,
+//! with no window length and no client sketch; a record of an unknown
+//! version is skipped and counted. The open window is checkpointed (a record with
 //! `closed = false`; the last record of a window wins), so a crash loses at
 //! most one checkpoint interval.
 //!
@@ -45,6 +55,8 @@
 //! - this module: the handle requests are counted through, and the start.
 //! - `record`: the log's frame format, and reading it back.
 //! - `window`: the open window's counts and how a window is shown.
+//! - [`sketch`]: the unique-client sketch and the fleet-wide client key.
+//! - [`fleet`]: several boards' `/stats` merged into one view per window.
 //! - `store`: the log on the card, on a writer thread of its own.
 //! - `task`: closing windows, checkpoints, reports.
 //! - [`metrics`]: the Prometheus counters and histograms of `/metrics`.
@@ -60,17 +72,20 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::sched::Ending;
 use store::{writer, SharedStatus, Store, StoreStatus};
-use task::Task;
-use window::{lock, Live, Open, Reconfig};
+use task::{instant_at, slot_end, Task};
+use window::{lock, unix_ms, ClientHasher, Live, Open, Reconfig};
 
+pub mod fleet;
 pub mod metrics;
 mod record;
+pub mod sketch;
 mod store;
 mod task;
 mod window;
 
 pub use record::{frame, latest, parse, read_dir, ReadReport, WindowRecord, LOG, VERSION};
-pub use window::window_json;
+pub use sketch::{ClientKey, ClientSketch};
+pub use window::{window_json, window_json_with};
 
 /// What one request contributes.
 #[derive(Debug, Clone)]
@@ -88,6 +103,8 @@ pub struct RequestEvent<'a> {
 enum Msg {
     Report {
         since_ms: Option<u64>,
+        /// With what a fleet merge needs (histograms, client sketches).
+        merge: bool,
         reply: oneshot::Sender<serde_json::Value>,
     },
     Checkpoint {
@@ -185,6 +202,9 @@ pub struct StatsConfig {
     pub window: Duration,
     pub checkpoint: Duration,
     pub max_bytes: u64,
+    /// The fleet-wide client key (`stats_client_key`); `None`: a key of
+    /// this process's own, and no client sketch.
+    pub client_key: Option<ClientKey>,
 }
 
 /// The handle handlers record through.
@@ -196,13 +216,17 @@ pub struct StatsHandle {
     pub connections: Arc<Connections>,
     pub in_flight: Arc<InFlight>,
     next_reconfig: AtomicU64,
+    /// Fixed at start; outside the window's lock, so the hash (SHA-256
+    /// with a fleet key) is not made while holding it.
+    hasher: ClientHasher,
 }
 
 impl StatsHandle {
     /// Records a finished request; never waits on anything but the brief
     /// lock of the open window.
     pub fn record(&self, ev: RequestEvent<'_>) {
-        lock(&self.live).request(&ev);
+        let client = ev.client.map(|ip| self.hasher.hash(ip));
+        lock(&self.live).request(&ev, client);
     }
 
     /// A reconfiguration starts; `models` are those it disturbs (`None`:
@@ -227,10 +251,16 @@ impl StatsHandle {
         }
     }
 
-    /// The report `/stats` and `fabricctl stats` show.
-    pub async fn report(&self, since_ms: Option<u64>) -> serde_json::Value {
+    /// The report `/stats` and `fabricctl stats` show; with `merge`, each
+    /// window carries its histograms and client sketch for a fleet merge.
+    pub async fn report(&self, since_ms: Option<u64>, merge: bool) -> serde_json::Value {
         let (reply, rx) = oneshot::channel();
-        if self.tx.send(Msg::Report { since_ms, reply }).await.is_err() {
+        let msg = Msg::Report {
+            since_ms,
+            merge,
+            reply,
+        };
+        if self.tx.send(msg).await.is_err() {
             return serde_json::json!({"error": "the stats task has stopped"});
         }
         rx.await
@@ -284,11 +314,17 @@ pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<
         log::error!("stats: {msg}; stats stay in memory");
         status.lock().unwrap_or_else(PoisonError::into_inner).error = Some(msg);
     }
+    let hasher = match config.client_key.clone() {
+        Some(key) => ClientHasher::Fleet(key),
+        None => ClientHasher::Boot(secret),
+    };
+    let key_id = hasher.fleet_id();
+    let started = SystemTime::now();
     let live = Arc::new(Mutex::new(Live {
-        secret,
-        open: Open::new(0, SystemTime::now()),
+        open: Open::new(0, started, key_id.is_some()),
         reconfigs: HashMap::new(),
     }));
+    let window_ms = (config.window.as_millis() as u64).max(1);
     let mut task = Task {
         boot_id,
         live: live.clone(),
@@ -297,7 +333,8 @@ pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<
         status,
         connections: connections.clone(),
         in_flight: in_flight.clone(),
-        window_started: Instant::now(),
+        deadline: instant_at(slot_end(unix_ms(started), window_ms), started),
+        key_id,
         config,
     };
     let handle = Arc::new(StatsHandle {
@@ -306,6 +343,7 @@ pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<
         connections,
         in_flight,
         next_reconfig: AtomicU64::new(1),
+        hasher,
     });
     let join = tokio::spawn(async move {
         let mut checkpoint = tokio::time::interval(task.config.checkpoint);
@@ -313,10 +351,10 @@ pub fn start(config: StatsConfig) -> (Arc<StatsHandle>, tokio::task::JoinHandle<
         // One timer for the window's end, moved only when the window
         // changes: a new one per message would cost a timer-wheel insert
         // and removal per request.
-        let window_timer = tokio::time::sleep_until(task.window_started.into());
+        let window_timer = tokio::time::sleep_until(task.deadline.into());
         tokio::pin!(window_timer);
         loop {
-            let window_end = (task.window_started + task.config.window).into();
+            let window_end = task.deadline.into();
             if window_timer.deadline() != window_end || window_timer.is_elapsed() {
                 window_timer.as_mut().reset(window_end);
             }

@@ -6,8 +6,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-/// The record format version.
-pub const VERSION: u16 = 1;
+use super::sketch::ClientSketch;
+
+/// The record format version. Version 2 added the window's length (windows
+/// aligned to the wall clock) and the client sketch; records of version 1
+/// are still read (see [`WindowRecordV1`]).
+pub const VERSION: u16 = 2;
 pub(super) const MAGIC: &[u8; 4] = b"FST1";
 pub(super) const HEADER: usize = 12;
 /// Largest record a reader accepts (a sanity bound for corrupt lengths).
@@ -40,6 +44,76 @@ pub struct WindowRecord {
     /// one; always 0 since they are counted in place. Kept so records of
     /// this version read as they did.
     pub dropped_events: u64,
+    /// Since version 2: the configured window length, ms. Windows end on a
+    /// multiple of it since the Unix epoch (the first after a start is
+    /// short), so a window's slot is `start_ms / window_ms`. 0 in records
+    /// of version 1, whose windows ran from the daemon's start.
+    pub window_ms: u64,
+    /// Since version 2: the client sketch, kept only when a fleet-wide
+    /// client key is configured (a per-boot key's sketch combines with
+    /// nothing).
+    pub clients: Option<ClientSketch>,
+}
+
+impl WindowRecord {
+    /// The end of the aligned slot this window belongs to, if it is one
+    /// (records of version 1 are not).
+    pub fn slot_end_ms(&self) -> Option<u64> {
+        (self.window_ms > 0).then(|| (self.start_ms / self.window_ms + 1) * self.window_ms)
+    }
+}
+
+/// A record of version 1, as it was written: postcard is not
+/// self-describing, so an older layout is decoded with its own type and
+/// brought up to the current one.
+#[derive(Deserialize)]
+pub(super) struct WindowRecordV1 {
+    /// Always 1; read only to keep the fields in their places.
+    _version: u16,
+    boot_id: u64,
+    index: u64,
+    start_ms: u64,
+    end_ms: u64,
+    closed: bool,
+    peak_connections: u64,
+    unique_clients: u64,
+    requests: BTreeMap<String, u64>,
+    overlapped: u64,
+    tokens_in: u64,
+    tokens_out: u64,
+    peak_in_flight: u64,
+    two_plus_ms: u64,
+    latency_all: Vec<(u64, u64)>,
+    latency_clean: Vec<(u64, u64)>,
+    dropped_events: u64,
+}
+
+impl From<WindowRecordV1> for WindowRecord {
+    fn from(r: WindowRecordV1) -> WindowRecord {
+        // Brought up to this version as a whole, so framing it again
+        // writes the current format and reads back the same.
+        WindowRecord {
+            version: VERSION,
+            boot_id: r.boot_id,
+            index: r.index,
+            start_ms: r.start_ms,
+            end_ms: r.end_ms,
+            closed: r.closed,
+            peak_connections: r.peak_connections,
+            unique_clients: r.unique_clients,
+            requests: r.requests,
+            overlapped: r.overlapped,
+            tokens_in: r.tokens_in,
+            tokens_out: r.tokens_out,
+            peak_in_flight: r.peak_in_flight,
+            two_plus_ms: r.two_plus_ms,
+            latency_all: r.latency_all,
+            latency_clean: r.latency_clean,
+            dropped_events: r.dropped_events,
+            window_ms: 0,
+            clients: None,
+        }
+    }
 }
 
 /// What reading a log found.
@@ -96,17 +170,21 @@ pub fn parse(bytes: &[u8]) -> (Vec<WindowRecord>, ReadReport) {
             Some((len, payload)) => {
                 in_garbage = false;
                 at += HEADER + len;
-                match postcard::from_bytes::<VersionOnly>(payload) {
+                let decoded = match postcard::from_bytes::<VersionOnly>(payload) {
                     Ok(v) if v.version == VERSION => {
-                        match postcard::from_bytes::<WindowRecord>(payload) {
-                            Ok(r) => {
-                                report.records += 1;
-                                out.push(r);
-                            }
-                            Err(_) => report.other_version += 1,
-                        }
+                        postcard::from_bytes::<WindowRecord>(payload).ok()
                     }
-                    _ => report.other_version += 1,
+                    Ok(v) if v.version == 1 => postcard::from_bytes::<WindowRecordV1>(payload)
+                        .ok()
+                        .map(WindowRecord::from),
+                    _ => None,
+                };
+                match decoded {
+                    Some(r) => {
+                        report.records += 1;
+                        out.push(r);
+                    }
+                    None => report.other_version += 1,
                 }
             }
             None => {
@@ -212,7 +290,82 @@ mod tests {
             latency_all: vec![(17, 9), (25_000, 1)],
             latency_clean: vec![(17, 9)],
             dropped_events: 0,
+            window_ms: 1000,
+            clients: Some(ClientSketch {
+                key_id: 5,
+                registers: vec![(3, 1), (4000, 7)],
+            }),
         }
+    }
+
+    /// Version 1's layout, written as the daemon wrote it before version 2.
+    #[derive(Serialize)]
+    struct V1<'a> {
+        version: u16,
+        boot_id: u64,
+        index: u64,
+        start_ms: u64,
+        end_ms: u64,
+        closed: bool,
+        peak_connections: u64,
+        unique_clients: u64,
+        requests: &'a BTreeMap<String, u64>,
+        overlapped: u64,
+        tokens_in: u64,
+        tokens_out: u64,
+        peak_in_flight: u64,
+        two_plus_ms: u64,
+        latency_all: &'a [(u64, u64)],
+        latency_clean: &'a [(u64, u64)],
+        dropped_events: u64,
+    }
+
+    fn v1_frame(r: &WindowRecord) -> Vec<u8> {
+        let payload = postcard::to_allocvec(&V1 {
+            version: 1,
+            boot_id: r.boot_id,
+            index: r.index,
+            start_ms: r.start_ms,
+            end_ms: r.end_ms,
+            closed: r.closed,
+            peak_connections: r.peak_connections,
+            unique_clients: r.unique_clients,
+            requests: &r.requests,
+            overlapped: r.overlapped,
+            tokens_in: r.tokens_in,
+            tokens_out: r.tokens_out,
+            peak_in_flight: r.peak_in_flight,
+            two_plus_ms: r.two_plus_ms,
+            latency_all: &r.latency_all,
+            latency_clean: &r.latency_clean,
+            dropped_events: r.dropped_events,
+        })
+        .expect("encode");
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        out.extend_from_slice(&payload);
+        out
+    }
+
+    #[test]
+    fn version_1_records_are_still_read_and_come_up_to_this_version() {
+        let old = record(0, true);
+        let bytes = [v1_frame(&old), frame(&record(1, true))].concat();
+        let (recs, rep) = parse(&bytes);
+        assert_eq!(rep.records, 2, "{rep:?}");
+        assert_eq!(rep.other_version, 0);
+        let up = &recs[0];
+        assert_eq!(up.version, VERSION);
+        assert_eq!((up.window_ms, &up.clients), (0, &None));
+        assert_eq!(up.slot_end_ms(), None);
+        assert_eq!(up.latency_all, old.latency_all);
+        assert_eq!(up.requests, old.requests);
+        // Framed again, it is a record of this version and reads the same.
+        assert_eq!(parse(&frame(up)).0, vec![up.clone()]);
+        assert_eq!(recs[1], record(1, true));
+        assert_eq!(recs[1].slot_end_ms(), Some(2000));
     }
 
     #[test]

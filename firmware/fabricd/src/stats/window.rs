@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::record::WindowRecord;
+use super::sketch::{ClientKey, Registers};
 use super::RequestEvent;
 use hdrhistogram::Histogram;
 
@@ -36,7 +37,11 @@ pub(super) fn from_pairs(p: &[(u64, u64)]) -> Histogram<u64> {
 }
 
 pub(super) fn percentiles(p: &[(u64, u64)]) -> serde_json::Value {
-    let h = from_pairs(p);
+    summary(&from_pairs(p))
+}
+
+/// Count, p50, p95, p99 and max, as every latency in `/stats` is shown.
+pub(super) fn summary(h: &Histogram<u64>) -> serde_json::Value {
     if h.is_empty() {
         return serde_json::json!({"count": 0});
     }
@@ -51,7 +56,15 @@ pub(super) fn percentiles(p: &[(u64, u64)]) -> serde_json::Value {
 
 /// A window record as `/stats` shows it.
 pub fn window_json(r: &WindowRecord) -> serde_json::Value {
-    serde_json::json!({
+    window_json_with(r, false)
+}
+
+/// A window record as `/stats` shows it; with `merge`, also what a fleet
+/// merge needs (`/stats?merge=1`): both latency histograms as recorded
+/// (value, count) pairs, and the client sketch if there is one. Left out
+/// by default, since they are most of the answer's size.
+pub fn window_json_with(r: &WindowRecord, merge: bool) -> serde_json::Value {
+    let mut v = serde_json::json!({
         "index": r.index,
         "boot_id": format!("{:016x}", r.boot_id),
         "start_ms": r.start_ms,
@@ -67,13 +80,21 @@ pub fn window_json(r: &WindowRecord) -> serde_json::Value {
         "two_plus_in_flight_s": r.two_plus_ms as f64 / 1000.0,
         "latency_ms": {"all": percentiles(&r.latency_all), "clean": percentiles(&r.latency_clean)},
         "dropped_events": r.dropped_events,
-    })
+        // Null for records of version 1 (not aligned to the clock).
+        "window_ms": (r.window_ms > 0).then_some(r.window_ms),
+        "client_key_id": r.clients.as_ref().map(|c| format!("{:016x}", c.key_id)),
+    });
+    if merge {
+        v["histograms"] = serde_json::json!({"all": r.latency_all, "clean": r.latency_clean});
+        v["client_sketch"] = serde_json::json!(r.clients.as_ref().map(|c| &c.registers));
+    }
+    v
 }
 
 pub(super) struct Open {
     pub(super) index: u64,
     pub(super) start: SystemTime,
-    /// Keyed hashes already (see [`Live::client_hash`]): hashed again
+    /// Keyed hashes already (see [`ClientHasher::hash`]): hashed again
     /// with foldhash, not a second SipHash.
     pub(super) clients: HashSet<u64, foldhash::fast::FixedState>,
     pub(super) requests: BTreeMap<String, u64>,
@@ -82,10 +103,12 @@ pub(super) struct Open {
     pub(super) tokens_out: u64,
     pub(super) all: Histogram<u64>,
     pub(super) clean: Histogram<u64>,
+    /// The client sketch, kept only with a fleet-wide key.
+    pub(super) sketch: Option<Registers>,
 }
 
 impl Open {
-    pub(super) fn new(index: u64, start: SystemTime) -> Open {
+    pub(super) fn new(index: u64, start: SystemTime, sketch: bool) -> Open {
         Open {
             index,
             start,
@@ -96,6 +119,42 @@ impl Open {
             tokens_out: 0,
             all: histogram(),
             clean: histogram(),
+            sketch: sketch.then(Registers::default),
+        }
+    }
+}
+
+/// How clients are hashed: with a key drawn at start, or with the
+/// fleet-wide one (`stats_client_key`), the same on every board.
+#[derive(Debug)]
+pub(super) enum ClientHasher {
+    /// The keyed hasher of std (SipHash with random keys, drawn per
+    /// process): the same address gives the same hash within a boot and
+    /// nothing that can be reversed to it.
+    Boot(std::collections::hash_map::RandomState),
+    Fleet(ClientKey),
+}
+
+impl ClientHasher {
+    pub(super) fn hash(&self, ip: IpAddr) -> u64 {
+        match self {
+            ClientHasher::Boot(secret) => {
+                let mut h = secret.build_hasher();
+                match ip {
+                    IpAddr::V4(a) => h.write(&a.octets()),
+                    IpAddr::V6(a) => h.write(&a.octets()),
+                }
+                h.finish()
+            }
+            ClientHasher::Fleet(key) => key.hash(ip),
+        }
+    }
+
+    /// The fleet key's public id, if there is one.
+    pub(super) fn fleet_id(&self) -> Option<u64> {
+        match self {
+            ClientHasher::Boot(_) => None,
+            ClientHasher::Fleet(key) => Some(key.id()),
         }
     }
 }
@@ -110,7 +169,6 @@ pub(super) struct Reconfig {
 /// What requests change: the open window's counts, and the
 /// reconfigurations they may have overlapped.
 pub(super) struct Live {
-    pub(super) secret: std::collections::hash_map::RandomState,
     pub(super) open: Open,
     pub(super) reconfigs: HashMap<u64, Reconfig>,
 }
@@ -132,18 +190,6 @@ pub(super) fn lock(live: &Mutex<Live>) -> std::sync::MutexGuard<'_, Live> {
 }
 
 impl Live {
-    pub(super) fn client_hash(&self, ip: IpAddr) -> u64 {
-        // The keyed hasher of std (SipHash with random keys, drawn per
-        // process): the same address gives the same hash within a boot and
-        // nothing that can be reversed to it.
-        let mut h = self.secret.build_hasher();
-        match ip {
-            IpAddr::V4(a) => h.write(&a.octets()),
-            IpAddr::V6(a) => h.write(&a.octets()),
-        }
-        h.finish()
-    }
-
     pub(super) fn overlapped(&self, ev: &RequestEvent<'_>) -> bool {
         self.reconfigs.values().any(|r| {
             let affects = match (&r.models, ev.model) {
@@ -156,11 +202,15 @@ impl Live {
         })
     }
 
-    pub(super) fn request(&mut self, ev: &RequestEvent<'_>) {
+    /// Counts a request; `client` is its client's keyed hash, made before
+    /// the lock was taken.
+    pub(super) fn request(&mut self, ev: &RequestEvent<'_>, client: Option<u64>) {
         let overlapped = self.overlapped(ev);
-        if let Some(ip) = ev.client {
-            let h = self.client_hash(ip);
+        if let Some(h) = client {
             self.open.clients.insert(h);
+            if let Some(s) = &mut self.open.sketch {
+                s.insert(h);
+            }
         }
         let label = ev.outcome.label();
         match self.open.requests.get_mut(label) {
