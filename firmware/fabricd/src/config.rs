@@ -51,8 +51,7 @@ pub struct Config {
     /// 65,536 on a 4 GiB KV260).
     pub max_connections: Option<usize>,
     /// The share of `max_connections` one client address may hold (over
-    /// it, `overloaded`). Behind a load balancer, every client has its
-    /// address: set 1.0 there.
+    /// it, `overloaded`). `trusted_proxies` are held to the cap only.
     pub address_share: f64,
     /// The most bytes a request's line and headers may have (431 beyond).
     pub max_header_bytes: usize,

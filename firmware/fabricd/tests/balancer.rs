@@ -140,9 +140,14 @@ async fn the_agent_check_follows_the_daemons_state() {
         match TcpStream::connect(agent).await {
             Ok(mut s) => {
                 let mut line = String::new();
+                // The daemon hears the stop a moment after it is given;
+                // from its first drain on, it says nothing else.
                 if s.read_to_string(&mut line).await.is_ok() && !last.is_finished() {
-                    assert_eq!(line, "drain\n");
-                    drains += 1;
+                    if line == "drain\n" {
+                        drains += 1;
+                    } else {
+                        assert_eq!(drains, 0, "{line:?} after a drain");
+                    }
                 }
             }
             Err(_) => break,

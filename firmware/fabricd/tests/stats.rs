@@ -450,7 +450,7 @@ async fn two_boards_merge_in_fabricctl_fleet_stats() {
         Daemon::start(
             |s| s.time_scale = 0.05,
             |c| {
-                c.trust_forwarded_for = true;
+                c.trusted_proxies = vec!["127.0.0.1/32".parse().expect("a network")];
                 c.stats_window = "1h".into();
                 c.stats_client_key = Some(key.into());
             },
