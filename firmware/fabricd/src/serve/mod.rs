@@ -374,7 +374,7 @@ pub async fn run_ready(
 }
 
 /// How the board stands, for the agent check: from what the scheduler
-/// publishes, the admission count and the rotator.
+/// publishes and the rotator.
 fn agent_reading(app: Arc<App>, rotator: Arc<Rotator>) -> impl Fn() -> agent::Reading {
     move || {
         let published = app.sched.published();
@@ -394,10 +394,6 @@ fn agent_reading(app: Arc<App>, rotator: Arc<Rotator>) -> impl Fn() -> agent::Re
             model_ready: taking > 0,
             ready_contexts: taking * per_slot,
             contexts: published.info.slots * per_slot,
-            busy: app
-                .config
-                .queue_capacity
-                .saturating_sub(app.permits.available_permits()),
         }
     }
 }
