@@ -280,6 +280,28 @@ mod tests {
         assert_eq!(r.headers()[RETRY_AFTER], "2");
         assert_eq!(r.headers()["retry-after-ms"], "1500");
         assert_eq!(o.body()["error"]["type"], "overloaded");
+        assert_eq!(r.headers()[ERROR_TYPE], "overloaded");
+    }
+
+    #[test]
+    fn a_proxy_may_hear_overloaded_as_503_and_nothing_else_changes() {
+        let overloaded = Failure::from(Outcome::Overloaded {
+            retry_after: Duration::from_millis(1500),
+            reason: "queue full".into(),
+        });
+        let mut r = overloaded.response();
+        overloaded_for_proxy(&mut r, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers()[ERROR_TYPE], "overloaded");
+        assert_eq!(r.headers()["retry-after-ms"], "1500");
+        // Only a 429 is turned: a deadline stays what it is.
+        let late = Failure::from(Outcome::DeadlineExceeded {
+            deadline: Duration::from_millis(10),
+        });
+        let mut r = late.response();
+        overloaded_for_proxy(&mut r, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(r.status(), 504);
+        assert_eq!(r.headers()[ERROR_TYPE], "deadline_exceeded");
     }
 
     #[test]
