@@ -49,7 +49,7 @@ trap cleanup EXIT
 # A free block of ports: HAProxy at P, the boards at P+1.., their agents at P+101..
 port=""
 for try in 1 2 3 4 5; do
-    p=$((20000 + (($$ + try * 7919) % 400) * 100))
+    p=$((20000 + (($$ + try * 7919) % 120) * 100))
     if "$repo/scripts/fleet" up --boards 3 --dir "$dir" --port "$p" > "$work/up" 2>&1; then
         port=$p
         break

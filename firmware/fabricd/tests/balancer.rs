@@ -82,7 +82,11 @@ async fn the_agent_check_follows_the_daemons_state() {
 
     // Drained by the operator: the balancer is told, and the board still
     // serves what reaches it.
-    let r = control(&d, json!({"cmd": "drain"})).await;
+    // Neither a slot nor the board: refused, not taken for the board.
+    let r = control(&d, json!({"cmd": "drain", "slto": 1})).await;
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(agent_says(agent).await, "ready 100%\n");
+    let r = control(&d, json!({"cmd": "drain", "board": true})).await;
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(agent_says(agent).await, "drain\n");
     assert_eq!(status(&d).await["drained"], true);
@@ -93,11 +97,13 @@ async fn the_agent_check_follows_the_daemons_state() {
         common::small_completion(d.addr, "And God said", 1).await,
         200
     );
-    let r = control(&d, json!({"cmd": "resume"})).await;
+    let r = control(&d, json!({"cmd": "resume", "board": true})).await;
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(agent_says(agent).await, "ready 100%\n");
 
-    // A load under way: drain, for as long as it runs, then ready again.
+    // A load into one slot: the board is not drained (the other slot
+    // serves, and a drain would move its typing sessions away), but weighs
+    // half while the slot is away.
     let ctl = tokio::spawn({
         let root = d.dir.path().to_owned();
         async move {
@@ -108,17 +114,23 @@ async fn the_agent_check_follows_the_daemons_state() {
             .await
         }
     });
-    let mut drained_while_loading = 0;
+    let mut halved_while_loading = 0;
     while !ctl.is_finished() {
-        if agent_says(agent).await == "drain\n" && !ctl.is_finished() {
-            drained_while_loading += 1;
+        let line = agent_says(agent).await;
+        assert!(
+            line == "ready 100%\n" || line == "ready 50%\n",
+            "{line:?} during a slot's load"
+        );
+        if line == "ready 50%\n" {
+            halved_while_loading += 1;
         }
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let r = ctl.await.expect("join");
     assert_eq!(r["ok"], true, "{r}");
     assert!(
-        drained_while_loading > 0,
-        "the agent never said drain during the load"
+        halved_while_loading > 0,
+        "the weight never halved during the load"
     );
     assert_eq!(agent_says(agent).await, "ready 100%\n");
 
@@ -152,9 +164,47 @@ async fn the_agent_check_follows_the_daemons_state() {
             }
             Err(_) => break,
         }
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     assert_eq!(last.await.expect("join").status, 200);
     assert!(drains > 0, "the agent never said drain while shutting down");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_reconfiguration_drains_the_board_while_the_fabric_is_dark() {
+    // A kernel without configfs overlays: a load goes through the FPGA
+    // manager and the whole fabric is dark for the (scaled) 25 s.
+    let agent = free_port();
+    let d = Daemon::start(
+        |s| {
+            s.no_configfs = true;
+            s.time_scale = 0.04;
+        },
+        |c| c.agent_listen = Some(agent),
+    )
+    .await;
+    assert_eq!(agent_says(agent).await, "ready 100%\n");
+    let ctl = tokio::spawn({
+        let root = d.dir.path().to_owned();
+        async move { common::control_at(&root, json!({"cmd": "load", "model": "fortunes"})).await }
+    });
+    let mut drained_while_dark = 0;
+    while !ctl.is_finished() {
+        let line = agent_says(agent).await;
+        if line == "drain\n" && !ctl.is_finished() {
+            drained_while_dark += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let r = ctl.await.expect("join");
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["data"]["report"]["method"], "full", "{r}");
+    assert!(
+        drained_while_dark > 0,
+        "the agent never said drain while the fabric was dark"
+    );
+    assert_ne!(agent_says(agent).await, "drain\n");
+    d.stop().await;
 }
 
 /// A connection from `from` that was answered one `GET /healthz`.
@@ -197,5 +247,69 @@ async fn a_trusted_proxy_is_held_to_the_cap_not_to_one_addresss_share() {
     assert!(head.starts_with("HTTP/1.1 429"), "{head}");
     assert!(head.contains("from your address"), "{head}");
     drop(held);
+    d.stop().await;
+}
+
+/// One completion request from `from`, on a connection of its own: the
+/// response's head.
+async fn completion_from(from: &str, to: SocketAddr, body: &serde_json::Value) -> String {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(format!("{from}:0").parse().expect("addr"))
+        .expect("bind");
+    let mut s = socket.connect(to).await.expect("connect");
+    let body = serde_json::to_vec(body).expect("json");
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.expect("write");
+    s.write_all(&body).await.expect("write");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.expect("read");
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overloaded_reaches_a_trusted_proxy_as_the_status_it_retries() {
+    let d = Daemon::start(
+        |s| {
+            s.time_scale = 2.0;
+            s.max_output = 1024;
+        },
+        |c| {
+            c.queue_capacity = 1;
+            c.trusted_proxies = vec!["127.0.0.2/32".parse().expect("a network")];
+            c.proxy_overloaded_status = 503;
+        },
+    )
+    .await;
+    let long =
+        json!({"model": "kjv", "prompt": "And God said", "max_tokens": 1024, "ignore_eos": true});
+    let running = tokio::spawn(post_json(d.addr, long.clone()));
+    tokio::time::timeout(READY_WITHIN, async {
+        while status(&d).await["in_flight"].as_u64().expect("in_flight") < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the one admitted request running");
+    let small = json!({"model": "kjv", "prompt": "And God said", "max_tokens": 2});
+    // The proxy hears 503, which HAProxy 2.6 retries on another board,
+    // with the type it turns back into the client's 429.
+    let to_proxy = completion_from("127.0.0.2", d.addr, &small).await;
+    assert!(to_proxy.starts_with("HTTP/1.1 503"), "{to_proxy}");
+    assert!(
+        to_proxy.contains("x-fabricd-error: overloaded"),
+        "{to_proxy}"
+    );
+    // Anyone else hears the 429 of the API.
+    let to_client = completion_from("127.0.0.1", d.addr, &small).await;
+    assert!(to_client.starts_with("HTTP/1.1 429"), "{to_client}");
+    assert!(
+        to_client.contains("x-fabricd-error: overloaded"),
+        "{to_client}"
+    );
+    assert_eq!(running.await.expect("join").status, 200);
     d.stop().await;
 }

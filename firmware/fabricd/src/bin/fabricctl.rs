@@ -51,13 +51,23 @@ enum Command {
     },
     /// Load the next model of the configured rotation schedule.
     Rotate,
-    /// Stop starting work in a slot and wait for what runs there. Without
-    /// a slot: the whole board, for the load balancer (its agent check
-    /// answers `drain`); the board still serves what arrives.
-    Drain { slot: Option<u8> },
-    /// Let a drained slot, or without one the drained board, take work
+    /// Stop starting work in a slot and wait for what runs there; or with
+    /// --board, the whole board, for the load balancer (its agent check
+    /// answers `drain`; the board still serves what arrives).
+    Drain {
+        #[arg(required_unless_present = "board", conflicts_with = "board")]
+        slot: Option<u8>,
+        #[arg(long)]
+        board: bool,
+    },
+    /// Let a drained slot, or with --board the drained board, take work
     /// again.
-    Resume { slot: Option<u8> },
+    Resume {
+        #[arg(required_unless_present = "board", conflicts_with = "board")]
+        slot: Option<u8>,
+        #[arg(long)]
+        board: bool,
+    },
     /// Served requests per window; the open window included.
     Stats {
         /// Windows ending after TIME: seconds since 1970, an RFC 3339 UTC
@@ -197,8 +207,14 @@ fn main() -> ExitCode {
             full: *full,
         },
         Command::Rotate => protocol::Command::Rotate,
-        Command::Drain { slot } => protocol::Command::Drain { slot: *slot },
-        Command::Resume { slot } => protocol::Command::Resume { slot: *slot },
+        Command::Drain { slot, board } => protocol::Command::Drain {
+            slot: *slot,
+            board: *board,
+        },
+        Command::Resume { slot, board } => protocol::Command::Resume {
+            slot: *slot,
+            board: *board,
+        },
         Command::Stats { since, merge, .. } => {
             let since_ms = match since.as_deref().map(parse_since).transpose() {
                 Ok(s) => s,

@@ -25,6 +25,8 @@ pub struct Admin {
     pub rotator: Arc<Rotator>,
     /// The board's drain, which the agent check answers from.
     pub board_drain: Arc<crate::serve::agent::BoardDrain>,
+    /// Whether an agent check listens, for what a board drain can claim.
+    pub agent_listening: bool,
     pub started: Instant,
 }
 
@@ -114,17 +116,27 @@ impl Commands for Admin {
                     "slots": published.view().slots,
                 }))
             }
-            Command::Drain { slot: None } => {
+            Command::Drain {
+                slot: None,
+                board: true,
+            } => {
                 let was = self.board_drain.set(true);
-                let message = if was {
-                    "the board was drained already"
-                } else {
-                    "the board is drained: its agent check answers drain, so the balancer sends it \
-                     no new work; it still serves what arrives, until `fabricctl resume`"
+                let message = match (was, self.agent_listening) {
+                    (true, _) => "the board was drained already".to_owned(),
+                    (false, true) => "the board is drained: its agent check answers drain, so the \
+                         balancer sends it no new work; it still serves what arrives, until \
+                         `fabricctl resume --board` (a restart forgets it)"
+                        .to_owned(),
+                    (false, false) => "the board is marked drained, but no agent check listens \
+                         (agent_listen is not set): no balancer hears of it, and work still comes"
+                        .to_owned(),
                 };
                 Ok(json!({"message": message, "drained": true}))
             }
-            Command::Resume { slot: None } => {
+            Command::Resume {
+                slot: None,
+                board: true,
+            } => {
                 let was = self.board_drain.set(false);
                 let message = if was {
                     "the board takes new work again"
@@ -133,7 +145,26 @@ impl Commands for Admin {
                 };
                 Ok(json!({"message": message, "drained": false}))
             }
-            Command::Drain { slot: Some(slot) } => {
+            Command::Drain { slot: None, .. } | Command::Resume { slot: None, .. } => {
+                Err(Refusal::new(
+                    "bad_request",
+                    "give a slot, or board: true for the whole board",
+                ))
+            }
+            Command::Drain {
+                slot: Some(_),
+                board: true,
+            }
+            | Command::Resume {
+                slot: Some(_),
+                board: true,
+            } => Err(Refusal::new(
+                "bad_request",
+                "a slot or board: true, not both",
+            )),
+            Command::Drain {
+                slot: Some(slot), ..
+            } => {
                 let d = self.rotator.drain(slot).await.map_err(refuse)?;
                 let message = format!(
                     "slot {slot} drained in {} ms; it takes no new work until a load or resume",
@@ -141,7 +172,9 @@ impl Commands for Admin {
                 );
                 Ok(json!({"message": message, "slots": published.view().slots}))
             }
-            Command::Resume { slot: Some(slot) } => {
+            Command::Resume {
+                slot: Some(slot), ..
+            } => {
                 self.rotator.resume(slot).await.map_err(refuse)?;
                 let message = format!("slot {slot} takes work again");
                 Ok(json!({"message": message, "slots": published.view().slots}))

@@ -39,16 +39,23 @@ pub enum Command {
     },
     /// Load the next model of the schedule.
     Rotate,
-    /// Stop starting work in a slot and wait for what runs there; without
-    /// a slot, tell the balancer to send the board no new work.
+    /// Stop starting work in a slot and wait for what runs there; or, with
+    /// `board` (and no slot), tell the balancer to send the board no new
+    /// work. One of the two, so that a misspelt `slot` is refused rather
+    /// than taken for the board.
     Drain {
         #[serde(default)]
         slot: Option<u8>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        board: bool,
     },
-    /// Let a drained slot (or the drained board) take work again.
+    /// Let a drained slot, or with `board` the drained board, take work
+    /// again.
     Resume {
         #[serde(default)]
         slot: Option<u8>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        board: bool,
     },
 }
 
@@ -180,10 +187,22 @@ mod tests {
                 full: true,
             },
             Command::Rotate,
-            Command::Drain { slot: Some(0) },
-            Command::Resume { slot: Some(1) },
-            Command::Drain { slot: None },
-            Command::Resume { slot: None },
+            Command::Drain {
+                slot: Some(0),
+                board: false,
+            },
+            Command::Resume {
+                slot: Some(1),
+                board: false,
+            },
+            Command::Drain {
+                slot: None,
+                board: true,
+            },
+            Command::Resume {
+                slot: None,
+                board: true,
+            },
         ] {
             assert_eq!(Command::parse(&cmd.to_line()), Ok(cmd.clone()));
             assert!(COMMANDS.contains(cmd.name()));

@@ -148,7 +148,7 @@ mod tests {
     impl Commands for Echo {
         async fn run(&self, cmd: Command) -> Result<Value, Refusal> {
             match cmd {
-                Command::Drain { slot } => Ok(json!(slot)),
+                Command::Drain { slot, .. } => Ok(json!(slot)),
                 other => Err(Refusal::new(
                     "not_here",
                     format!("no {} here", other.name()),

@@ -141,7 +141,7 @@ async fn turn(
         }
     };
     if let Some(f) = refusal {
-        refuse(stream, &f).await;
+        refuse(stream, &f, app.overloaded_to(peer.ip())).await;
         return None;
     }
     serve_one(stream, buf, peer, app, shutdown, ex).await
@@ -150,8 +150,8 @@ async fn turn(
 /// Writes a refusal that hyper never saw and closes, reading (and
 /// dropping) what the client still sends for a moment, so that the close
 /// does not reset the connection before the client has read the answer.
-pub(super) async fn refuse(mut stream: TcpStream, f: &Failure) {
-    let wire = f.wire();
+pub(super) async fn refuse(mut stream: TcpStream, f: &Failure, to_proxy: Option<StatusCode>) {
+    let wire = f.wire(to_proxy);
     let linger = async {
         stream.write_all(&wire).await?;
         stream.shutdown().await?;
@@ -189,10 +189,8 @@ async fn serve_one(
         let ex = ex2.clone();
         async move {
             let mut r = route(&app, peer, req, &ex).await;
-            if app.config.proxy_overloaded_status != 429 && app.config.is_trusted_proxy(peer.ip()) {
-                if let Ok(status) = StatusCode::from_u16(app.config.proxy_overloaded_status) {
-                    super::reply::overloaded_for_proxy(&mut r, status);
-                }
+            if let Some(status) = app.overloaded_to(peer.ip()) {
+                super::reply::overloaded_for_proxy(&mut r, status);
             }
             // Told when hyper is done with the response.
             r.body_mut().on_drop(ex);

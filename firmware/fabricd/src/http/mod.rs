@@ -95,5 +95,19 @@ pub struct App {
     pub board_drain: Arc<crate::serve::agent::BoardDrain>,
 }
 
+impl App {
+    /// The status `overloaded` takes to `peer`: `Some` for a trusted proxy
+    /// when `proxy_overloaded_status` says other than 429 (see
+    /// [`reply::overloaded_for_proxy`]). The one place that decides it, for
+    /// every path an `overloaded` leaves by.
+    pub(crate) fn overloaded_to(&self, peer: std::net::IpAddr) -> Option<hyper::StatusCode> {
+        let status = self.config.proxy_overloaded_status;
+        if status == 429 || !self.config.is_trusted_proxy(peer) {
+            return None;
+        }
+        hyper::StatusCode::from_u16(status).ok()
+    }
+}
+
 /// The model name that follows rotation.
 pub const DEFAULT_MODEL: &str = "default";

@@ -227,8 +227,11 @@ impl Failure {
     /// The response as bytes on the wire, and `Connection: close`: for a
     /// refusal written before hyper has the connection (a head too large,
     /// the heads' budget spent).
-    pub fn wire(&self) -> Vec<u8> {
-        let resp = self.response();
+    pub fn wire(&self, to_proxy: Option<StatusCode>) -> Vec<u8> {
+        let mut resp = self.response();
+        if let Some(status) = to_proxy {
+            overloaded_for_proxy(&mut resp, status);
+        }
         let mut body = serde_json::to_vec(&self.body()).unwrap_or_default();
         body.push(b'\n');
         let status = resp.status();
@@ -307,7 +310,7 @@ mod tests {
     #[test]
     fn a_refusal_on_the_wire_is_a_whole_response_that_closes() {
         let f = Failure::HeaderTooLarge { limit: 16384 };
-        let wire = String::from_utf8(f.wire()).expect("utf-8");
+        let wire = String::from_utf8(f.wire(None)).expect("utf-8");
         let (head, body) = wire.split_once("\r\n\r\n").expect("a head");
         assert!(
             head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),

@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::Request;
+use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -102,7 +102,7 @@ pub async fn serve(
         if let Ok(permit) = refusals.clone().try_acquire_owned() {
             let app = app.clone();
             tracker.spawn(async move {
-                refuse_conn(stream, &app, refused).await;
+                refuse_conn(stream, &app, refused, app.overloaded_to(peer.ip())).await;
                 drop(permit);
             });
         }
@@ -167,7 +167,12 @@ impl Drop for Seat {
 }
 
 /// Over a cap: read the request, answer `overloaded` for `reason`, close.
-async fn refuse_conn(stream: TcpStream, app: &Arc<App>, reason: &'static str) {
+async fn refuse_conn(
+    stream: TcpStream,
+    app: &Arc<App>,
+    reason: &'static str,
+    to_proxy: Option<StatusCode>,
+) {
     let retry = app.sched.published().retry_after(app.nominal_rate);
     let service = service_fn(move |_req: Request<Incoming>| async move {
         let mut r = Failure::from(Outcome::Overloaded {
@@ -177,6 +182,9 @@ async fn refuse_conn(stream: TcpStream, app: &Arc<App>, reason: &'static str) {
         .response();
         r.headers_mut()
             .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        if let Some(status) = to_proxy {
+            super::reply::overloaded_for_proxy(&mut r, status);
+        }
         Ok::<_, std::convert::Infallible>(r)
     });
     let conn = http1::Builder::new()

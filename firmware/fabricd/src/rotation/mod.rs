@@ -166,11 +166,6 @@ impl Rotator {
     }
 
     /// The model requests for `default` go to.
-    /// Whether a load, a rotation or a drain holds the rotator now.
-    pub fn in_progress(&self) -> bool {
-        self.busy.try_lock().is_err()
-    }
-
     pub fn current(&self) -> Option<Arc<str>> {
         self.sched.published().view().default_model()
     }

@@ -2,10 +2,13 @@
 //! the agent writes one line saying how the board stands and closes it,
 //! whatever HAProxy sent (`agent-send`).
 //!
-//! - `drain`: the operator drained the board (`fabricctl drain`), a
-//!   reconfiguration is under way, no model is ready, or the daemon is
-//!   shutting down. HAProxy then sends it no new work (sessions already
-//!   bound to it excepted), while the board still serves what arrives.
+//! - `drain`: the operator drained the board (`fabricctl drain --board`),
+//!   a full reconfiguration darkens the fabric, no model is ready, or the
+//!   daemon is shutting down. HAProxy then sends it no new work, while the
+//!   board still serves what arrives. A load into one slot is not a
+//!   drain: the other slots serve on, and the weight says how much of the
+//!   board that is (a drain would also take the board off the session
+//!   hash ring, and its typing sessions with it).
 //! - `ready NN%`: otherwise, with the share of the configured weight its
 //!   capacity earns: the share of its contexts in slots that take work
 //!   (100% with every slot serving, 50% with one of two drained), never
@@ -50,6 +53,7 @@ impl BoardDrain {
 pub struct Reading {
     pub shutting_down: bool,
     pub drained: bool,
+    /// A full reconfiguration: the whole fabric is dark.
     pub reconfiguring: bool,
     /// Whether some slot serves a model now.
     pub model_ready: bool,
@@ -85,15 +89,23 @@ pub async fn serve(
     stop: CancellationToken,
 ) {
     let at_once = Arc::new(Semaphore::new(AT_ONCE));
+    let mut accept_errors = 0u32;
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => return,
             a = listener.accept() => a,
         };
         let mut stream = match accepted {
-            Ok((s, _)) => s,
+            Ok((s, _)) => {
+                accept_errors = 0;
+                s
+            }
             Err(e) => {
-                log::warn!("agent: accept: {e}");
+                // Out of descriptors, usually: log once per burst.
+                if accept_errors == 0 {
+                    log::warn!("agent: accept: {e}");
+                }
+                accept_errors += 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }

@@ -177,6 +177,7 @@ pub async fn run_ready(
                 stats: stats.clone(),
                 rotator: rotator.clone(),
                 board_drain: board_drain.clone(),
+                agent_listening: config.agent_listen.is_some(),
                 started: Instant::now(),
             });
             Some(tokio::spawn(crate::control::serve(
@@ -198,7 +199,7 @@ pub async fn run_ready(
                 log::info!("serve: agent check on {addr}");
                 Some(tokio::spawn(agent::serve(
                     listener,
-                    agent_reading(app.clone(), rotator.clone()),
+                    agent_reading(app.clone()),
                     agent_stop.clone(),
                 )))
             }
@@ -374,8 +375,8 @@ pub async fn run_ready(
 }
 
 /// How the board stands, for the agent check: from what the scheduler
-/// publishes and the rotator.
-fn agent_reading(app: Arc<App>, rotator: Arc<Rotator>) -> impl Fn() -> agent::Reading {
+/// publishes.
+fn agent_reading(app: Arc<App>) -> impl Fn() -> agent::Reading {
     move || {
         let published = app.sched.published();
         let view = published.view();
@@ -390,7 +391,7 @@ fn agent_reading(app: Arc<App>, rotator: Arc<Rotator>) -> impl Fn() -> agent::Re
         agent::Reading {
             shutting_down: app.shutting_down.load(Ordering::Relaxed),
             drained: app.board_drain.is_on(),
-            reconfiguring: rotator.in_progress() || view.state == sched::FabricState::Dark,
+            reconfiguring: view.state == sched::FabricState::Dark,
             model_ready: taking > 0,
             ready_contexts: taking * per_slot,
             contexts: published.info.slots * per_slot,

@@ -214,9 +214,15 @@ impl Task {
         tokio::spawn(async move {
             let read = tokio::task::spawn_blocking(move || read_dir(&dir)).await;
             let (on_disk, read) = read.unwrap_or_default();
+            // An earlier boot's last window was never closed, but it is
+            // not open either: that boot counts no more.
             let mut all: Vec<WindowRecord> = on_disk
                 .into_iter()
                 .filter(|r| r.boot_id != boot_id)
+                .map(|mut r| {
+                    r.closed = true;
+                    r
+                })
                 .collect();
             all.extend(windows);
             let list: Vec<_> = all

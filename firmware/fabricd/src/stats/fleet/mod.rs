@@ -392,8 +392,9 @@ fn check(file: &str, w: &BoardWindow) -> Result<(), FleetError> {
 }
 
 fn merge_slot(slot: u64, window_ms: u64, parts: &[Part<'_>], names: &[String]) -> FleetWindow {
-    let start_ms = slot * window_ms;
-    let end_ms = start_ms + window_ms;
+    // Saturating: the slot comes from a file, which may be crafted.
+    let start_ms = slot.saturating_mul(window_ms);
+    let end_ms = start_ms.saturating_add(window_ms);
     let mut boards: Vec<String> = Vec::new();
     let mut partial: BTreeSet<String> = BTreeSet::new();
     let mut requests: BTreeMap<String, u64> = BTreeMap::new();
