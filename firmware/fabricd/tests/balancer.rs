@@ -209,11 +209,7 @@ async fn a_full_reconfiguration_drains_the_board_while_the_fabric_is_dark() {
 
 /// A connection from `from` that was answered one `GET /healthz`.
 async fn answered_from(from: &str, to: SocketAddr) -> (TcpStream, String) {
-    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    socket
-        .bind(format!("{from}:0").parse().expect("addr"))
-        .expect("bind");
-    let mut s = socket.connect(to).await.expect("connect");
+    let mut s = common::connect_from(from, to).await;
     s.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
         .await
         .expect("write");
@@ -253,11 +249,7 @@ async fn a_trusted_proxy_is_held_to_the_cap_not_to_one_addresss_share() {
 /// One completion request from `from`, on a connection of its own: the
 /// response's head.
 async fn completion_from(from: &str, to: SocketAddr, body: &serde_json::Value) -> String {
-    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    socket
-        .bind(format!("{from}:0").parse().expect("addr"))
-        .expect("bind");
-    let mut s = socket.connect(to).await.expect("connect");
+    let mut s = common::connect_from(from, to).await;
     let body = serde_json::to_vec(body).expect("json");
     let head = format!(
         "POST /v1/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",

@@ -211,11 +211,7 @@ async fn one_address_holds_no_more_than_its_share() {
     assert!(head.starts_with("HTTP/1.1 429"), "{head}");
     assert!(body.contains("from your address"), "{body}");
     // Another address is not held to 127.0.0.1's share.
-    let other = tokio::net::TcpSocket::new_v4().expect("socket");
-    other
-        .bind("127.0.0.2:0".parse().expect("addr"))
-        .expect("bind 127.0.0.2");
-    let mut other = other.connect(d.addr).await.expect("connect");
+    let mut other = common::connect_from("127.0.0.2", d.addr).await;
     other
         .write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
         .await

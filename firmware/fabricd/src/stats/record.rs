@@ -59,7 +59,7 @@ impl WindowRecord {
     /// The end of the aligned slot this window belongs to, if it is one
     /// (records of version 1 are not).
     pub fn slot_end_ms(&self) -> Option<u64> {
-        (self.window_ms > 0).then(|| (self.start_ms / self.window_ms + 1) * self.window_ms)
+        (self.window_ms > 0).then(|| super::task::slot_end(self.start_ms, self.window_ms))
     }
 }
 

@@ -276,6 +276,16 @@ pub async fn slots(addr: SocketAddr) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A connection to `to` from the loopback address `from` (127.0.0.2, say):
+/// another client, or a proxy, on this one machine.
+pub async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(format!("{from}:0").parse().expect("addr"))
+        .unwrap_or_else(|e| panic!("bind {from}: {e}"));
+    socket.connect(to).await.expect("connect")
+}
+
 /// `n` keep-alive connections, each answered one `GET /healthz`, so each
 /// surely holds its place under the daemon's caps. One refused meanwhile
 /// (a readiness probe's connection may still be closing) is opened again.
