@@ -280,3 +280,70 @@ async fn a_body_left_unread_closes_the_connection_rather_than_be_taken_for_a_req
     );
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_whose_body_comes_in_pieces_is_served_and_the_connection_goes_on() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |_| {}).await;
+    let mut sock = connect(d.addr).await;
+    let whole = completion("In the beginning");
+    let (head, body) = whole.split_at(whole.find("\r\n\r\n").expect("a head") + 4);
+    // The head alone, then the body a byte, the middle and the rest.
+    for part in [
+        head,
+        &body[..1],
+        &body[1..body.len() / 2],
+        &body[body.len() / 2..],
+    ] {
+        sock.write_all(part.as_bytes()).await.expect("write");
+        sock.flush().await.expect("flush");
+        tokio::task::yield_now().await;
+    }
+    let (h, b) = response(&mut sock).await;
+    assert!(h.starts_with("HTTP/1.1 200"), "{h}");
+    assert!(b.contains("\"text_completion\""), "{b}");
+    sock.write_all(completion("And").as_bytes())
+        .await
+        .expect("write");
+    let (h, _) = response(&mut sock).await;
+    assert!(h.starts_with("HTTP/1.1 200"), "the next request: {h}");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_waiting_when_the_daemon_stops_gets_a_typed_answer() {
+    // A slow fabric: the request is still running when the daemon stops.
+    let d = Daemon::start(
+        |s| {
+            s.max_output = 1024;
+            s.time_scale = 4.0;
+        },
+        |c| c.shutdown_grace_ms = 5_000,
+    )
+    .await;
+    let body = json!({"model": "kjv", "prompt": "And", "max_tokens": 1024}).to_string();
+    let mut sock = connect(d.addr).await;
+    sock.write_all(
+        format!(
+            "POST /v1/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .expect("write");
+    common::wait_for("the request to run", common::READY_WITHIN, || {
+        d.sim.counters().active == 1
+    })
+    .await;
+    d.shutdown.cancel();
+    // Its answer (within the grace), or the typed word that the daemon is
+    // stopping: never a close without one.
+    let (head, body) = response(&mut sock).await;
+    let answered = head.starts_with("HTTP/1.1 200") && body.contains("\"text_completion\"");
+    let stopping = head.starts_with("HTTP/1.1 503")
+        && head
+            .to_ascii_lowercase()
+            .contains("x-fabricd-error: shutting_down");
+    assert!(answered || stopping, "{head}\n{body}");
+    d.stop().await;
+}

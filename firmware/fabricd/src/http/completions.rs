@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Request, Response};
 
@@ -92,9 +91,9 @@ impl Drop for CancelGuard {
     }
 }
 
-pub(super) async fn read_body(
+pub(super) async fn read_body<B: RequestBody>(
     app: &App,
-    body: Incoming,
+    body: B,
     received: Instant,
 ) -> Result<Bytes, Failure> {
     let limit = app.config.body_limit;
@@ -152,10 +151,22 @@ where
     Ok(first.unwrap_or_else(|| joined.freeze()))
 }
 
-pub(super) async fn completions(
+/// A request's body as hyper gives it, or as [`early`](super::early)
+/// reads it before hyper.
+pub(super) trait RequestBody:
+    hyper::body::Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+{
+}
+
+impl<B> RequestBody for B where
+    B: hyper::body::Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+{
+}
+
+pub(super) async fn completions<B: RequestBody>(
     app: &Arc<App>,
     peer: SocketAddr,
-    req: Request<Incoming>,
+    req: Request<B>,
     ex: &Exchange,
 ) -> Response<Body> {
     let mut ledger = Ledger {
@@ -308,9 +319,9 @@ pub(super) fn check_head(app: &App, headers: &hyper::HeaderMap) -> Result<Head, 
 
 /// Reads, checks and admits a request: queued, answered at the edge, or a
 /// typed refusal.
-pub(super) async fn start_completion(
+pub(super) async fn start_completion<B: RequestBody>(
     app: &Arc<App>,
-    body: Incoming,
+    body: B,
     head: Head,
     ledger: &mut Ledger,
     ex: &Exchange,

@@ -24,7 +24,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -34,13 +34,15 @@ use hyper::body::{Body as _, Incoming};
 use hyper::header::CONNECTION;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Request, StatusCode, Version};
+use hyper::{Request, Response, StatusCode, Version};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::body::Body;
+use super::early;
 use super::head::{read_head, HeadError};
 use super::reply::Failure;
 use super::routes::route;
@@ -144,7 +146,10 @@ async fn turn(
         refuse(stream, &f, app.overloaded_to(peer.ip())).await;
         return None;
     }
-    serve_one(stream, buf, peer, app, shutdown, ex).await
+    if let Some(plan) = early::plan(&buf, app.config.body_limit) {
+        return early::serve(stream, buf, plan, peer, app, shutdown, ex).await;
+    }
+    serve_one(stream, buf, peer, app, shutdown, ex, None).await
 }
 
 /// Writes a refusal that hyper never saw and closes, reading (and
@@ -169,26 +174,50 @@ pub(super) async fn refuse(mut stream: TcpStream, f: &Failure, to_proxy: Option<
     let _: Result<io::Result<()>, _> = tokio::time::timeout(Duration::from_secs(2), linger).await;
 }
 
+/// A request's answer made before hyper (by [`early`]), for hyper to write.
+pub(super) struct Ready {
+    pub(super) response: Response<Body>,
+    /// The request's body was read whole: hyper reads it again from memory.
+    pub(super) body_read: bool,
+}
+
 /// Serves the request at the start of `buf` (and any that hyper reads
 /// behind it before the response is out) with a hyper connection of its
-/// own.
-async fn serve_one(
+/// own. With `ready`, the request was answered already: hyper writes that
+/// answer.
+pub(super) async fn serve_one(
     stream: TcpStream,
     buf: BytesMut,
     peer: SocketAddr,
     app: &Arc<App>,
     shutdown: &CancellationToken,
     ex: &Arc<Exchange>,
+    ready: Option<Ready>,
 ) -> Option<(TcpStream, BytesMut)> {
     ex.reset();
+    let replay = ready.is_some();
+    let ready = Arc::new(Mutex::new(ready));
     let app2 = app.clone();
     let ex2 = ex.clone();
     let service = service_fn(move |req: Request<Incoming>| {
         ex2.begin(&req);
         let app = app2.clone();
         let ex = ex2.clone();
+        let ready = ready.lock().unwrap_or_else(PoisonError::into_inner).take();
         async move {
-            let mut r = route(&app, peer, req, &ex).await;
+            let mut r = match ready {
+                Some(ready) => {
+                    if ready.body_read {
+                        // In memory: hyper's reading it is what lets the
+                        // connection go on to the next request.
+                        if super::completions::whole(req.into_body()).await.is_ok() {
+                            ex.body_read();
+                        }
+                    }
+                    ready.response
+                }
+                None => route(&app, peer, req, &ex).await,
+            };
             if let Some(status) = app.overloaded_to(peer.ip()) {
                 super::reply::overloaded_for_proxy(&mut r, status);
             }
@@ -218,8 +247,12 @@ async fn serve_one(
         ex.waker.register(cx.waker());
         if grace.is_none() && stopping.as_mut().poll(cx).is_ready() {
             grace = Some(Box::pin(tokio::time::sleep(app.config.shutdown_grace())));
-            draining = true;
-            Pin::new(&mut conn).graceful_shutdown();
+            // A hyper told to stop before it read the request never reads
+            // it: a ready answer is written first, then hyper stops below.
+            if !replay {
+                draining = true;
+                Pin::new(&mut conn).graceful_shutdown();
+            }
         }
         if let Some(g) = grace.as_mut() {
             if g.as_mut().poll(cx).is_ready() {
@@ -300,6 +333,11 @@ impl Exchange {
     /// The request's body has been read to its end.
     pub(super) fn body_read(&self) {
         self.body_done.store(true, Ordering::Release);
+    }
+
+    /// The request's body has been read to its end (or it had none).
+    pub(super) fn body_is_read(&self) -> bool {
+        self.body_done.load(Ordering::Acquire)
     }
 
     fn answered(&self) -> bool {

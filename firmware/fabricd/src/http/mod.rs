@@ -10,7 +10,9 @@
 //! hyper's buffers: each request's head is read by [`head`] (bounded in
 //! size, time, and, for slow ones, a shared memory budget) and served by a
 //! hyper connection that lives only until its response is written
-//! (`conn`).
+//! (`conn`). A completion is read, admitted and answered before that hyper
+//! is made (`early`), so a request waiting its turn holds its own bytes,
+//! not hyper's 16 KiB of buffers.
 //!
 //! # Requests
 //! A completion request is parsed and validated here (a 400 names the
@@ -32,8 +34,9 @@
 //!
 //! # Layout
 //! - `server`: the accept loop, the caps; `conn`: a connection's life,
-//!   idle keep-alive and shutdown; [`head`]: request heads and their
-//!   budget; [`body`]: response bodies.
+//!   idle keep-alive and shutdown; `early`: a completion answered before
+//!   hyper; [`head`]: request heads and their budget; [`body`]: response
+//!   bodies.
 //! - `routes`: the routes and the read-only endpoints; `page`: the typing
 //!   page at `/`.
 //! - `completions`: a completion from its head to its admission;
@@ -58,6 +61,7 @@ mod answer;
 pub mod body;
 mod completions;
 mod conn;
+mod early;
 pub mod head;
 mod instant;
 mod page;

@@ -116,6 +116,29 @@ impl ModelQueue {
         self.lines[class as usize].live += 1;
     }
 
+    /// Gives back the room past `keep` entries that a burst grew the lines
+    /// to.
+    pub fn shrink(&mut self, keep: usize) {
+        for line in &mut self.lines {
+            if line.turns.capacity() > keep {
+                line.turns.shrink_to(keep);
+            }
+            if line.per_client.capacity() > keep {
+                line.per_client.shrink_to(keep);
+            }
+        }
+    }
+
+    /// The most room one of the lines' tables has.
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.lines
+            .iter()
+            .map(|l| l.turns.capacity().max(l.per_client.capacity()))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Requests waiting in the class.
     pub fn live(&self, class: Class) -> usize {
         self.lines[class as usize].live

@@ -26,6 +26,16 @@ use crate::fabric::{Done, DriverEvent};
 /// seeded per process, so a client cannot choose colliding keys.
 pub(super) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// Room for this many entries a table keeps when it shrinks.
+const KEEP: usize = 64;
+
+/// Shrinks `map` to room for [`KEEP`] entries (or its own), if it has more.
+fn shrink<K: Eq + std::hash::Hash, V>(map: &mut Map<K, V>) {
+    if map.capacity() > KEEP {
+        map.shrink_to(KEEP);
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct Running {
     pub adm: Admission,
@@ -632,6 +642,17 @@ impl State {
                 .get(model)
                 .is_some_and(|q| q.live(Class::Interactive) + q.live(Class::Bulk) > 0);
             m.meter.tick(now, std::mem::take(&mut m.freed), saturated);
+        }
+        // Nothing waits: the tables give back the room a burst grew them
+        // to (hash tables and deques never shrink by themselves, so 2,048
+        // waiting requests left over a megabyte behind them).
+        if self.waiting.is_empty() {
+            shrink(&mut self.waiting);
+            shrink(&mut self.holders);
+            shrink(&mut self.sessions);
+            for q in self.queues.values_mut() {
+                q.shrink(KEEP);
+            }
         }
     }
 

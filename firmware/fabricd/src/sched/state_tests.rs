@@ -252,3 +252,38 @@ fn bounced_requests_go_back_to_the_head() {
         "request 1 runs again first"
     );
 }
+
+#[test]
+fn the_tables_give_back_a_bursts_room_once_nothing_waits() {
+    let now = Instant::now();
+    let mut s = State::new(views(&["m"]), 4);
+    let mut rxs = Vec::new();
+    for i in 0..2000 {
+        let (a, rx) = adm(i, &format!("c{}", i % 500), "m", now);
+        s.admit(a, now).expect("admit");
+        rxs.push(rx);
+    }
+    let grown = s.waiting.capacity();
+    assert!(grown >= 2000);
+    // Still waiting: the room stays.
+    s.tick(now);
+    assert_eq!(s.waiting.capacity(), grown);
+    loop {
+        let started = s.dispatch_now(now);
+        if started.is_empty() {
+            break;
+        }
+        for (tag, ctx) in started {
+            s.on_driver(done(tag, ctx));
+        }
+    }
+    assert_eq!(s.queued(), 0);
+    s.tick(now);
+    assert!(s.waiting.capacity() <= 2 * KEEP, "{}", s.waiting.capacity());
+    let q = &s.queues[&Arc::from("m")];
+    assert!(
+        q.capacity() <= 2 * KEEP,
+        "the queue's lines keep {}",
+        q.capacity()
+    );
+}
