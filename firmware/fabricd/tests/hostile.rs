@@ -347,3 +347,56 @@ async fn a_completion_waiting_when_the_daemon_stops_gets_a_typed_answer() {
     assert!(answered || stopping, "{head}\n{body}");
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_cap_makes_room_with_an_idle_connection_of_the_address_holding_most() {
+    let d = Daemon::start(
+        |s| s.time_scale = 0.05,
+        |c| {
+            c.max_connections = Some(6);
+            c.address_share = 1.0;
+        },
+    )
+    .await;
+    // 127.0.0.1 holds the whole cap, idle after one request each.
+    let mut held = common::hold_answered(d.addr, 6).await;
+    // Its own next connection makes no room: it is refused.
+    let mut seventh = connect(d.addr).await;
+    seventh
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
+        .await
+        .expect("write");
+    let (head, body) = response(&mut seventh).await;
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    assert!(body.contains("too many open connections"), "{body}");
+    // Another address's does, twice: an idle connection of 127.0.0.1 is
+    // closed each time, and the newcomer is served (and stays, so that the
+    // cap is still full for the next).
+    let mut newcomers = Vec::new();
+    for from in ["127.0.0.2", "127.0.0.3"] {
+        let mut other = common::connect_from(from, d.addr).await;
+        other
+            .write_all(completion("And").as_bytes())
+            .await
+            .expect("write");
+        let (head, body) = response(&mut other).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{from}: {head}\n{body}");
+        newcomers.push(other);
+    }
+    // Of 127.0.0.1's six, two were closed; the others still answer.
+    let mut answered = 0;
+    for s in &mut held {
+        let asked = s
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
+            .await;
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(common::READY_WITHIN, s.read(&mut buf))
+            .await
+            .expect("an answer or a close in time");
+        if asked.is_ok() && matches!(read, Ok(n) if buf[..n].starts_with(b"HTTP/1.1 200")) {
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, 4);
+    d.stop().await;
+}

@@ -72,6 +72,7 @@ pub async fn calibrate(clients: usize, duration: Duration) -> anyhow::Result<Cal
     let target = Arc::new(Target {
         addr,
         host: addr.to_string(),
+        sources: 0,
     });
     let end = Instant::now() + duration;
     let start = Instant::now();
@@ -147,6 +148,7 @@ pub async fn calibrate_typists(
     let target = Target {
         addr,
         host: addr.to_string(),
+        sources: 0,
     };
     let stats = crate::typists::run::run(&target, corpus, cfg, warmup, duration).await;
     server.abort();

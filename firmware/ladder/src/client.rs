@@ -1,6 +1,7 @@
 //! One HTTP/1.1 keep-alive connection, on hyper's client.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -8,13 +9,25 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 /// Where the ladder points.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub addr: SocketAddr,
     pub host: String,
+    /// Loopback addresses the connections come from in turn (127.1.0.1
+    /// and up), as clients on as many hosts would; 0: the kernel's choice.
+    pub sources: u16,
+}
+
+/// The next source address's number, shared by every connection.
+static NEXT_SOURCE: AtomicUsize = AtomicUsize::new(0);
+
+/// The `i`th source address: 127.1.0.1 to 127.1.0.254, 127.1.1.1, ...
+pub fn source_address(i: u16) -> Ipv4Addr {
+    let [hi, lo] = [i / 254, i % 254];
+    Ipv4Addr::new(127, 1, hi as u8, lo as u8 + 1)
 }
 
 impl Target {
@@ -31,7 +44,33 @@ impl Target {
         Ok(Target {
             addr,
             host: hostport.to_owned(),
+            sources: 0,
         })
+    }
+
+    /// The same target, its connections coming from `sources` loopback
+    /// addresses in turn; only a loopback target can be reached from them.
+    pub fn from_sources(mut self, sources: u16) -> Result<Target, String> {
+        if sources > 0 && !(self.addr.ip().is_loopback() && self.addr.is_ipv4()) {
+            return Err(format!(
+                "--sources needs a 127.x.x.x target: {} is not reachable from 127.1.0.1",
+                self.addr
+            ));
+        }
+        self.sources = sources;
+        Ok(self)
+    }
+
+    /// A TCP connection to the target, from the next source address.
+    pub async fn open(&self) -> std::io::Result<TcpStream> {
+        if self.sources == 0 {
+            return TcpStream::connect(self.addr).await;
+        }
+        let i = NEXT_SOURCE.fetch_add(1, Ordering::Relaxed) % usize::from(self.sources);
+        let from = source_address(i as u16);
+        let socket = TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::new(from.into(), 0))?;
+        socket.connect(self.addr).await
     }
 }
 
@@ -82,7 +121,8 @@ impl Drop for Conn {
 
 impl Conn {
     pub async fn connect(target: &Target) -> Result<Conn, RawError> {
-        let stream = TcpStream::connect(target.addr)
+        let stream = target
+            .open()
             .await
             .map_err(|e| RawError::Connect(e.to_string()))?;
         let _ = stream.set_nodelay(true);

@@ -389,12 +389,12 @@ impl Lurkers {
             let batch = left.min(250);
             let opened: Vec<_> = (0..batch)
                 .map(|_| {
-                    let addr = target.addr;
-                    let host = target.host.clone();
+                    let target = target.clone();
                     tokio::spawn(async move {
-                        let mut s = TcpStream::connect(addr).await?;
+                        let host = &target.host;
+                        let mut s = target.open().await?;
                         if request {
-                            healthz(&mut s, &host).await?;
+                            healthz(&mut s, host).await?;
                         }
                         Ok::<_, std::io::Error>(s)
                     })

@@ -46,6 +46,7 @@ use super::early;
 use super::head::{read_head, HeadError};
 use super::reply::Failure;
 use super::routes::route;
+use super::server::Tenure;
 use super::App;
 use crate::sched::Outcome;
 
@@ -55,6 +56,7 @@ pub(super) async fn serve_conn(
     peer: SocketAddr,
     app: &Arc<App>,
     shutdown: &CancellationToken,
+    tenure: Option<&Tenure>,
 ) {
     let mut stream = stream;
     let mut pending = BytesMut::new();
@@ -68,7 +70,14 @@ pub(super) async fn serve_conn(
                 Some(_) => (header_timeout, false),
             };
             let idle_since = Instant::now();
-            if !park(&stream, wait, shutdown).await {
+            if let Some(t) = tenure {
+                t.set_parked(true);
+            }
+            let spoke = park(&stream, wait, shutdown, tenure).await;
+            if let Some(t) = tenure {
+                t.set_parked(false);
+            }
+            if !spoke {
                 return;
             }
             // A first head is due a header timeout after its first byte; a
@@ -95,14 +104,29 @@ pub(super) async fn serve_conn(
 }
 
 /// Waits until the client says something (true), or the wait runs out, it
-/// closes, or the daemon stops (false).
-async fn park(stream: &TcpStream, wait: Duration, shutdown: &CancellationToken) -> bool {
+/// closes, the daemon stops, or the connection is told to make room
+/// (false).
+async fn park(
+    stream: &TcpStream,
+    wait: Duration,
+    shutdown: &CancellationToken,
+    tenure: Option<&Tenure>,
+) -> bool {
     // A byte to peek at (or EOF): `readable()` alone can wake spuriously.
     let mut probe = [0u8; 1];
+    let evicted = async {
+        match tenure {
+            Some(t) => t.evicted().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
+        // A request that has come is served, whatever else is ready.
+        biased;
         r = stream.peek(&mut probe) => matches!(r, Ok(n) if n > 0),
         () = tokio::time::sleep(wait) => false,
         () = shutdown.cancelled() => false,
+        () = evicted => false,
     }
 }
 

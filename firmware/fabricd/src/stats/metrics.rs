@@ -67,6 +67,8 @@ pub struct Metrics {
     pub connections_open: AtomicI64,
     pub connections_total: AtomicU64,
     pub connections_refused: AtomicU64,
+    /// Idle connections closed to make room under a full cap.
+    pub connections_evicted: AtomicU64,
     /// Connections refused because their address holds its share already.
     pub address_refused: AtomicU64,
     /// Connections whose head would have waited past the heads' budget.
@@ -157,6 +159,12 @@ impl Metrics {
             "fabricd_connections_refused_total",
             "Connections over the cap, answered overloaded.",
             self.connections_refused.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "fabricd_connections_evicted_total",
+            "Idle keep-alive connections closed to make room under a full cap for an address holding fewer.",
+            self.connections_evicted.load(Ordering::Relaxed),
         );
         counter(
             &mut out,

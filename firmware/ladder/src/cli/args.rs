@@ -62,6 +62,11 @@ pub struct Args {
     /// kept-alive connection, as a browser tab that loaded a page does.
     #[arg(long, requires = "lurkers")]
     pub lurker_request: bool,
+    /// Clients and lurkers connect from this many loopback addresses in
+    /// turn (127.1.0.1 and up), as from as many hosts, so that a daemon's
+    /// share per address is what a LAN would meet; 0: all from one.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=1000))]
+    pub sources: u16,
     /// Write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -15,7 +15,9 @@ use args::{Args, WorkloadKind};
 /// Runs what the arguments ask: true if every rung kept within its bands.
 pub async fn run(args: Args) -> anyhow::Result<bool> {
     common::raise_fd_limit();
-    let target = Target::parse(&args.target).map_err(anyhow::Error::msg)?;
+    let target = Target::parse(&args.target)
+        .and_then(|t| t.from_sources(args.sources))
+        .map_err(anyhow::Error::msg)?;
     let bands = common::bands(&args)?;
     if let Some(sizes) = &args.burst {
         if args.workload == WorkloadKind::Typists {
