@@ -167,6 +167,9 @@ async fn turn(
         }
     };
     if let Some(f) = refusal {
+        // The head's buffer (up to the head limit) is not kept while the
+        // refusal lingers: 2,000 heads too large held 32 MiB for it.
+        drop(buf);
         refuse(stream, &f, app.overloaded_to(peer.ip())).await;
         return None;
     }
