@@ -58,6 +58,10 @@ pub struct Config {
     /// What connections still reading their headers may hold at once; a
     /// slow head that would go past it is answered `overloaded`.
     pub header_budget_bytes: usize,
+    /// Requests that wait for their answer inside hyper, which holds 16
+    /// KiB of buffers for each; past this many, a completion is read and
+    /// waits without them (`http::early`), for a little more CPU.
+    pub hyper_waiting_max: usize,
     /// Give freed memory back to the system once load has fallen.
     pub trim_memory: bool,
     /// Threads that serve HTTP and run the scheduler. One keeps every
@@ -273,6 +277,7 @@ impl Default for Config {
             address_share: 0.25,
             max_header_bytes: 16 << 10,
             header_budget_bytes: 4 << 20,
+            hyper_waiting_max: 64,
             trim_memory: true,
             workers: 1,
             default_deadline_ms: 30_000,

@@ -225,7 +225,19 @@ async fn one_address_holds_no_more_than_its_share() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keep_alive_connection_serves_requests_in_turn_and_pipelined() {
-    let d = Daemon::start(|s| s.time_scale = 0.05, |_| {}).await;
+    for hyper_waiting_max in [64, 0] {
+        in_turn_and_pipelined(hyper_waiting_max).await;
+    }
+}
+
+/// With `hyper_waiting_max` 64 each completion waits inside hyper, with 0
+/// outside it (`http::early`).
+async fn in_turn_and_pipelined(hyper_waiting_max: usize) {
+    let d = Daemon::start(
+        |s| s.time_scale = 0.05,
+        |c| c.hyper_waiting_max = hyper_waiting_max,
+    )
+    .await;
     let mut sock = connect(d.addr).await;
     // One after another, then three in one write: each answered, in order.
     for p in ["a", "b"] {
@@ -283,7 +295,8 @@ async fn a_body_left_unread_closes_the_connection_rather_than_be_taken_for_a_req
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completion_whose_body_comes_in_pieces_is_served_and_the_connection_goes_on() {
-    let d = Daemon::start(|s| s.time_scale = 0.05, |_| {}).await;
+    // Every completion waits outside hyper (`http::early`).
+    let d = Daemon::start(|s| s.time_scale = 0.05, |c| c.hyper_waiting_max = 0).await;
     let mut sock = connect(d.addr).await;
     let whole = completion("In the beginning");
     let (head, body) = whole.split_at(whole.find("\r\n\r\n").expect("a head") + 4);
@@ -311,13 +324,24 @@ async fn a_completion_whose_body_comes_in_pieces_is_served_and_the_connection_go
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completion_waiting_when_the_daemon_stops_gets_a_typed_answer() {
+    for hyper_waiting_max in [64, 0] {
+        waiting_when_the_daemon_stops(hyper_waiting_max).await;
+    }
+}
+
+/// With `hyper_waiting_max` 64 the completion waits inside hyper, with 0
+/// outside it (`http::early`).
+async fn waiting_when_the_daemon_stops(hyper_waiting_max: usize) {
     // A slow fabric: the request is still running when the daemon stops.
     let d = Daemon::start(
         |s| {
             s.max_output = 1024;
             s.time_scale = 4.0;
         },
-        |c| c.shutdown_grace_ms = 5_000,
+        |c| {
+            c.shutdown_grace_ms = 5_000;
+            c.hyper_waiting_max = hyper_waiting_max;
+        },
     )
     .await;
     let body = json!({"model": "kjv", "prompt": "And", "max_tokens": 1024}).to_string();
@@ -344,7 +368,10 @@ async fn a_completion_waiting_when_the_daemon_stops_gets_a_typed_answer() {
         && head
             .to_ascii_lowercase()
             .contains("x-fabricd-error: shutting_down");
-    assert!(answered || stopping, "{head}\n{body}");
+    assert!(
+        answered || stopping,
+        "hyper_waiting_max {hyper_waiting_max}: {head}\n{body}"
+    );
     d.stop().await;
 }
 

@@ -326,6 +326,13 @@ async fn a_fabric_that_fails_answers_fabric_error_and_restarts_the_daemon() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_disconnects_frees_its_context_at_once() {
+    // Waiting inside hyper (64), and outside it (0: `http::early`).
+    for hyper_waiting_max in [64, 0] {
+        disconnect_frees_its_context(hyper_waiting_max).await;
+    }
+}
+
+async fn disconnect_frees_its_context(hyper_waiting_max: usize) {
     // A slow fabric (1,024 tokens take about 8 s) so that a machine busy
     // with the other tests cannot let the request finish before the daemon
     // notices the client left; the check below counts tokens, not time.
@@ -334,7 +341,7 @@ async fn a_client_that_disconnects_frees_its_context_at_once() {
             s.max_output = 1024;
             s.time_scale = 4.0;
         },
-        |_| {},
+        |c| c.hyper_waiting_max = hyper_waiting_max,
     )
     .await;
     for stream in [false, true] {
@@ -365,7 +372,7 @@ async fn a_client_that_disconnects_frees_its_context_at_once() {
         assert_eq!(
             c.cancelled,
             before + 1,
-            "stream={stream}: the request ended without a cancel ({c:?})"
+            "stream={stream}, hyper_waiting_max {hyper_waiting_max}: the request ended without a cancel ({c:?})"
         );
         // Cancelled, not completed, and measured in the fabric's own
         // progress rather than the wall clock: the fabric made a quarter of
@@ -374,7 +381,7 @@ async fn a_client_that_disconnects_frees_its_context_at_once() {
         let after = d.sim.counters().tokens - tokens_at_drop;
         assert!(
             after < 256,
-            "stream={stream}: {after} tokens after the drop"
+            "stream={stream}, hyper_waiting_max {hyper_waiting_max}: {after} tokens after the drop"
         );
     }
     let m = get(d.addr, "/metrics").await.expect("metrics").text();

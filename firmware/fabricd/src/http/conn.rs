@@ -23,7 +23,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -173,8 +173,12 @@ async fn turn(
         refuse(stream, &f, app.overloaded_to(peer.ip())).await;
         return None;
     }
-    if let Some(plan) = early::plan(&buf, app.config.body_limit) {
-        return early::serve(stream, buf, plan, peer, app, shutdown, ex).await;
+    // Few waiting: hyper serves it (its buffers for a few requests are
+    // nothing). Many: a completion waits outside hyper.
+    if app.hyper_waiting.load(Ordering::Relaxed) >= app.config.hyper_waiting_max {
+        if let Some(plan) = early::plan(&buf, app.config.body_limit) {
+            return early::serve(stream, buf, plan, peer, app, shutdown, ex).await;
+        }
     }
     serve_one(stream, buf, peer, app, shutdown, ex, None).await
 }
@@ -243,7 +247,11 @@ pub(super) async fn serve_one(
                     }
                     ready.response
                 }
-                None => route(&app, peer, req, &ex).await,
+                None => {
+                    app.hyper_waiting.fetch_add(1, Ordering::Relaxed);
+                    let _waited = Waiting(&app.hyper_waiting);
+                    route(&app, peer, req, &ex).await
+                }
             };
             if let Some(status) = app.overloaded_to(peer.ip()) {
                 super::reply::overloaded_for_proxy(&mut r, status);
@@ -322,6 +330,16 @@ pub(super) async fn serve_one(
     rest.extend_from_slice(&parts.read_buf);
     rest.extend_from_slice(&pre);
     Some((stream, rest))
+}
+
+/// One request inside hyper waiting for its answer, counted while it lives
+/// (a future dropped unfinished too).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// What a connection's current hyper knows of its requests, shared with

@@ -164,6 +164,7 @@ pub async fn run_ready(
             config.header_budget_bytes,
         ),
         board_drain: board_drain.clone(),
+        hyper_waiting: std::sync::atomic::AtomicUsize::new(0),
     });
     let admin_stop = CancellationToken::new();
     let socket = config.socket_path();
