@@ -206,6 +206,7 @@ pub(super) async fn refuse(mut stream: TcpStream, f: &Failure, to_proxy: Option<
 }
 
 /// A request's answer made before hyper (by [`early`]), for hyper to write.
+#[derive(Debug)]
 pub(super) struct Ready {
     pub(super) response: Response<Body>,
     /// The request's body was read whole: hyper reads it again from memory.
@@ -227,14 +228,14 @@ pub(super) async fn serve_one(
 ) -> Option<(TcpStream, BytesMut)> {
     ex.reset();
     let replay = ready.is_some();
-    let ready = Arc::new(Mutex::new(ready));
+    *ex.ready.lock().unwrap_or_else(PoisonError::into_inner) = ready;
     let app2 = app.clone();
     let ex2 = ex.clone();
     let service = service_fn(move |req: Request<Incoming>| {
         ex2.begin(&req);
         let app = app2.clone();
         let ex = ex2.clone();
-        let ready = ready.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let ready = ex2.take_ready();
         async move {
             let mut r = match ready {
                 Some(ready) => {
@@ -355,6 +356,8 @@ pub(super) struct Exchange {
     body_done: AtomicBool,
     /// The client asked for the connection to close after the response.
     closing: AtomicBool,
+    /// The answer to the next request hyper reads, made before hyper.
+    ready: Mutex<Option<Ready>>,
     waker: AtomicWaker,
 }
 
@@ -364,6 +367,13 @@ impl Exchange {
         self.answered.store(0, Ordering::Relaxed);
         self.body_done.store(false, Ordering::Relaxed);
         self.closing.store(false, Ordering::Relaxed);
+    }
+
+    fn take_ready(&self) -> Option<Ready> {
+        self.ready
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     fn begin(&self, req: &Request<Incoming>) {
