@@ -58,9 +58,10 @@ pub struct Config {
     /// What connections still reading their headers may hold at once; a
     /// slow head that would go past it is answered `overloaded`.
     pub header_budget_bytes: usize,
-    /// Requests that wait for their answer inside hyper, which holds 16
-    /// KiB of buffers for each; past this many, a completion is read and
-    /// waits without them (`http::early`), for a little more CPU.
+    /// Requests served inside hyper at once, which holds 16 KiB of buffers
+    /// for each while it waits for the answer; past this many, a
+    /// completion is read and waits without them (`http::early`), for a
+    /// little more CPU.
     pub hyper_waiting_max: usize,
     /// Give freed memory back to the system once load has fallen.
     pub trim_memory: bool,

@@ -173,14 +173,19 @@ async fn turn(
         refuse(stream, &f, app.overloaded_to(peer.ip())).await;
         return None;
     }
-    // Few waiting: hyper serves it (its buffers for a few requests are
-    // nothing). Many: a completion waits outside hyper.
-    if app.hyper_waiting.load(Ordering::Relaxed) >= app.config.hyper_waiting_max {
+    // Up to `hyper_waiting_max` requests at once are served inside hyper
+    // (its buffers for a few cost nothing); past that, a completion waits
+    // outside it. The seat is taken here, before hyper, so that a burst
+    // of arrivals cannot all find it free.
+    let seat = InHyper::take(app);
+    if seat.is_none() {
         if let Some(plan) = early::plan(&buf, app.config.body_limit) {
             return early::serve(stream, buf, plan, peer, app, shutdown, ex).await;
         }
     }
-    serve_one(stream, buf, peer, app, shutdown, ex, None).await
+    let served = serve_one(stream, buf, peer, app, shutdown, ex, None).await;
+    drop(seat);
+    served
 }
 
 /// Writes a refusal that hyper never saw and closes, reading (and
@@ -248,11 +253,7 @@ pub(super) async fn serve_one(
                     }
                     ready.response
                 }
-                None => {
-                    app.hyper_waiting.fetch_add(1, Ordering::Relaxed);
-                    let _waited = Waiting(&app.hyper_waiting);
-                    route(&app, peer, req, &ex).await
-                }
+                None => route(&app, peer, req, &ex).await,
             };
             if let Some(status) = app.overloaded_to(peer.ip()) {
                 super::reply::overloaded_for_proxy(&mut r, status);
@@ -333,13 +334,21 @@ pub(super) async fn serve_one(
     Some((stream, rest))
 }
 
-/// One request inside hyper waiting for its answer, counted while it lives
-/// (a future dropped unfinished too).
-struct Waiting<'a>(&'a AtomicUsize);
+/// One of the `hyper_waiting_max` seats for a request served inside hyper,
+/// given back when dropped (a future dropped unfinished too).
+struct InHyper<'a>(&'a AtomicUsize);
 
-impl Drop for Waiting<'_> {
+impl<'a> InHyper<'a> {
+    fn take(app: &'a App) -> Option<InHyper<'a>> {
+        let n = app.hyper_waiting.fetch_add(1, Ordering::AcqRel);
+        let seat = InHyper(&app.hyper_waiting);
+        (n < app.config.hyper_waiting_max).then_some(seat)
+    }
+}
+
+impl Drop for InHyper<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -97,8 +97,7 @@ pub struct App {
     pub heads: head::HeadLimits,
     /// The operator's drain of the board, which `/readyz` reports.
     pub board_drain: Arc<crate::serve::agent::BoardDrain>,
-    /// Requests inside hyper whose answer is not ready yet (against
-    /// `hyper_waiting_max`).
+    /// Requests being served inside hyper (against `hyper_waiting_max`).
     pub hyper_waiting: std::sync::atomic::AtomicUsize,
 }
 
