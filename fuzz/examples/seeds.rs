@@ -31,6 +31,7 @@ fn main() -> Result<()> {
         &fs::read(repo.join("bitstreams/manifest.toml"))?,
     )?;
     control_lines(&seeds)?;
+    request_heads(&seeds)?;
     Ok(())
 }
 
@@ -201,8 +202,14 @@ fn control_lines(s: &Seeds) -> Result<()> {
             full: false,
         },
         Command::Rotate,
-        Command::Drain { slot: 0 },
-        Command::Resume { slot: 1 },
+        Command::Drain {
+            slot: Some(0),
+            board: false,
+        },
+        Command::Resume {
+            slot: None,
+            board: true,
+        },
     ] {
         s.write("control_line", cmd.name(), &cmd.to_line())?;
     }
@@ -216,5 +223,39 @@ fn control_lines(s: &Seeds) -> Result<()> {
         "answer-refused",
         b"{\"ok\":false,\"error\":{\"type\":\"slot_busy\",\"message\":\"slot 1 is loading\"}}\n",
     )?;
+    Ok(())
+}
+
+/// Request heads: completions the daemon reads before hyper, and ones it
+/// leaves to hyper.
+fn request_heads(s: &Seeds) -> Result<()> {
+    let body = r#"{"model":"kjv","prompt":"In the"}"#;
+    for (name, head) in [
+        (
+            "completion",
+            format!(
+                "POST /v1/completions HTTP/1.1\r\nhost: board\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+        ),
+        (
+            "bare-lf",
+            "POST /v1/completions HTTP/1.0\ncontent-length: 0\n\n".to_owned(),
+        ),
+        (
+            "chunked",
+            "POST /v1/completions HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n".to_owned(),
+        ),
+        (
+            "expect",
+            "POST /v1/completions HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: 100000000\r\n\r\n".to_owned(),
+        ),
+        (
+            "healthz",
+            "GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n".to_owned(),
+        ),
+    ] {
+        s.write("request_head", name, head.as_bytes())?;
+    }
     Ok(())
 }

@@ -47,15 +47,32 @@ const MAX_HEADERS: usize = 100;
 
 /// A completion's head, parsed, and where its body lies in the buffer.
 #[derive(Debug)]
-pub(super) struct Plan {
+pub struct Plan {
     head: Request<()>,
     head_len: usize,
     body_len: usize,
 }
 
+impl Plan {
+    /// The head as parsed (its body not yet read).
+    pub fn head(&self) -> &Request<()> {
+        &self.head
+    }
+
+    /// The head's length in bytes, blank line included: the body follows.
+    pub fn head_len(&self) -> usize {
+        self.head_len
+    }
+
+    /// The body's length, from its one `Content-Length`.
+    pub fn body_len(&self) -> usize {
+        self.body_len
+    }
+}
+
 /// The plan for the request at the start of `buf` (a whole head), if it is
 /// a completion this module serves.
-pub(super) fn plan(buf: &[u8], body_limit: usize) -> Option<Plan> {
+pub fn plan(buf: &[u8], body_limit: usize) -> Option<Plan> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let head_len = match req.parse(buf) {

@@ -152,6 +152,12 @@ fn skip_empty_lines(buf: &mut BytesMut) {
     }
 }
 
+/// Where the head at the start of `buf` ends (just past its blank line), if
+/// it is whole, as [`read_head`] finds it.
+pub fn head_len(buf: &[u8]) -> Option<usize> {
+    head_end(buf, 0)
+}
+
 /// Where the head ends (just past its blank line), looking from `from`:
 /// lines end in CRLF or, as httparse also takes, a bare LF.
 fn head_end(buf: &[u8], from: usize) -> Option<usize> {

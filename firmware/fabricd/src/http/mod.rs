@@ -61,7 +61,7 @@ mod answer;
 pub mod body;
 mod completions;
 mod conn;
-mod early;
+pub mod early;
 pub mod head;
 mod instant;
 mod page;
