@@ -371,7 +371,7 @@ pub(super) struct Exchange {
 }
 
 impl Exchange {
-    fn reset(&self) {
+    pub(super) fn reset(&self) {
         self.begun.store(0, Ordering::Relaxed);
         self.answered.store(0, Ordering::Relaxed);
         self.body_done.store(false, Ordering::Relaxed);

@@ -10,7 +10,10 @@
 //! here, a request holds its own bytes (a few hundred) and its admission;
 //! hyper's buffers exist only while the answer is written.
 //!
-//! Only a request whose framing is beyond doubt comes here: `POST
+//! A completion comes here only once `hyper_waiting_max` requests are
+//! already being served inside hyper: the second parse and the copies
+//! cost CPU that a request answered at once need not pay. And only a
+//! request whose framing is beyond doubt: `POST
 //! /v1/completions` with one `Content-Length` within the body limit and no
 //! `Transfer-Encoding`, `Expect` or `Upgrade`. Anything else, and any head
 //! httparse (hyper's own parser) does not take whole, goes to hyper as it
@@ -132,6 +135,9 @@ pub(super) async fn serve(
     ex: &Arc<Exchange>,
 ) -> Option<(TcpStream, BytesMut)> {
     let end = plan.head_len + plan.body_len;
+    // What the connection's last request left (its body read, say) is not
+    // this one's: the watch below waits for this body.
+    ex.reset();
     let response = {
         let body = Arriving {
             stream: &stream,
