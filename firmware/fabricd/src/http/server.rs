@@ -168,8 +168,8 @@ async fn serve_seated(
 ) {
     app.metrics.connections_open.fetch_add(1, Ordering::Relaxed);
     app.stats.connections.opened();
-    let tenure = seat.as_ref().map(|s| s.tenure.clone());
-    serve_conn(stream, peer, &app, &shutdown, tenure.as_deref()).await;
+    let tenure = seat.as_ref().map(|s| &*s.tenure);
+    serve_conn(stream, peer, &app, &shutdown, tenure).await;
     app.stats.connections.closed();
     app.metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
     drop(seat);
