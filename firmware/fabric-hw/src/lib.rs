@@ -23,6 +23,7 @@
 //! - [`fpga`]: the FPGA manager and configfs device-tree overlays.
 //! - [`shell`]: the driver of the static shell: attach, slots, counters.
 //! - [`rings`]: the rings in the DDR buffer: the doorbell, completions.
+//! - [`sampling`]: the integer arithmetic every decoder samples with.
 //! - [`attach`](mod@attach): the one assembly of these parts that every driver of the
 //!   fabric uses (the daemon, `fabricd generate`, the simulator's tests).
 //! - [`report`]: an error with its causes on one line, each once, for
@@ -44,6 +45,7 @@ pub mod fpga;
 pub mod mmio;
 pub mod report;
 pub mod rings;
+pub mod sampling;
 pub mod root;
 pub mod shell;
 pub mod sysfs;

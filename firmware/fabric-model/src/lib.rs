@@ -10,6 +10,7 @@
 //!   loads the tokenizer file named in the manifest: on a board the fabric
 //!   takes token ids, and the vocabulary travels beside the bitstream.
 //! - [`ngram`]: counting, pruning and sampling.
+//! - [`table`]: the model as the fabric's engine reads it, word by word.
 //! - [`image`]: the model as the configuration data of a Xilinx `.bit`, so
 //!   the simulated fabric loads exactly what the daemon stages, through the
 //!   same header checks and byte-swapping as a real partial bitstream.
@@ -18,6 +19,7 @@
 
 pub mod image;
 pub mod ngram;
+pub mod table;
 pub mod tokenizer;
 
 pub use ngram::Model;

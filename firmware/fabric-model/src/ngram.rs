@@ -7,12 +7,14 @@
 //! least twice, and the most frequent continuations of each context.
 //!
 //! Generation draws from the continuations of the longest known context,
-//! weighted by count^(1/temperature) (temperature 0 is greedy), with a
-//! SplitMix64 generator seeded by the request's seed: the same prompt, seed
-//! and temperature always give the same tokens.
+//! weighted by about count^(1/temperature) (temperature 0 is greedy), with a
+//! SplitMix64 generator seeded by the request's seed, in the contract's
+//! integer arithmetic ([`fabric_hw::sampling`]): the same prompt, seed and
+//! temperature give the same tokens here and in the RTL engine.
 
 use std::collections::HashMap;
 
+use fabric_hw::sampling::{self, log2_q11, Sampling, SplitMix64};
 use serde::{Deserialize, Serialize};
 
 use crate::tokenizer::EOS;
@@ -53,15 +55,33 @@ struct Stored {
 #[derive(Debug, Clone)]
 pub struct Model {
     stored: Stored,
+    /// Every context's candidates, one after the other, as the decoder
+    /// samples them: token and Q11 log of its count.
+    cands: Vec<Cand>,
+    unigram: Span,
     bigram: Lookup<u32>,
     trigram: Lookup<(u32, u32)>,
 }
 
-/// A context's index into the stored tables, looked up at every decode
-/// step. The keys come from the model file, not from requests, so a fixed
-/// foldhash (several times faster than std's SipHash on these small keys)
-/// needs no seed.
-type Lookup<K> = HashMap<K, usize, foldhash::fast::FixedState>;
+/// A candidate next token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cand {
+    pub token: u32,
+    /// `log2(count)` in Q11 ([`sampling::log2_q11`]).
+    pub log: u16,
+}
+
+/// Where a context's candidates lie in [`Model`]'s list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub start: u32,
+    pub len: u32,
+}
+
+/// A context's candidates, looked up at every decode step. The keys come
+/// from the model file, not from requests, so a fixed foldhash (several
+/// times faster than std's SipHash on these small keys) needs no seed.
+type Lookup<K> = HashMap<K, Span, foldhash::fast::FixedState>;
 
 /// Why a model could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -113,20 +133,25 @@ impl Model {
     }
 
     fn from_stored(stored: Stored) -> Model {
-        let bigram = stored
-            .bigram
-            .iter()
-            .enumerate()
-            .map(|(i, (k, _))| (*k, i))
-            .collect();
-        let trigram = stored
-            .trigram
-            .iter()
-            .enumerate()
-            .map(|(i, (k, _))| (*k, i))
-            .collect();
+        let mut cands = Vec::new();
+        let mut add = |list: &Continuations| {
+            let start = cands.len() as u32;
+            cands.extend(list.iter().map(|&(token, count)| Cand {
+                token,
+                log: log2_q11(count),
+            }));
+            Span {
+                start,
+                len: list.len() as u32,
+            }
+        };
+        let unigram = add(&stored.unigram);
+        let bigram = stored.bigram.iter().map(|(k, c)| (*k, add(c))).collect();
+        let trigram = stored.trigram.iter().map(|(k, c)| (*k, add(c))).collect();
         Model {
             stored,
+            cands,
+            unigram,
             bigram,
             trigram,
         }
@@ -156,14 +181,32 @@ impl Model {
         Ok(Model::from_stored(stored))
     }
 
-    fn continuations(&self, a: u32, b: u32) -> &[(u32, u32)] {
-        if let Some(&i) = self.trigram.get(&(a, b)) {
-            return &self.stored.trigram[i].1;
-        }
-        if let Some(&i) = self.bigram.get(&b) {
-            return &self.stored.bigram[i].1;
-        }
-        &self.stored.unigram
+    /// The candidates after `a b`: of the trigram context if the model
+    /// kept it, else of the bigram context `b`, else the unigrams.
+    pub fn continuations(&self, a: u32, b: u32) -> &[Cand] {
+        let span = self
+            .trigram
+            .get(&(a, b))
+            .or_else(|| self.bigram.get(&b))
+            .unwrap_or(&self.unigram);
+        &self.cands[span.start as usize..(span.start + span.len) as usize]
+    }
+
+    /// The contexts as the fabric's table lays them out: the unigrams, the
+    /// bigram contexts by token and the trigram contexts by pair, each
+    /// sorted, with their spans in [`Model::candidates`].
+    pub fn contexts(&self) -> (Span, Vec<(u32, Span)>, Vec<((u32, u32), Span)>) {
+        let mut bigram: Vec<(u32, Span)> = self.bigram.iter().map(|(k, s)| (*k, *s)).collect();
+        bigram.sort_by_key(|(k, _)| *k);
+        let mut trigram: Vec<((u32, u32), Span)> =
+            self.trigram.iter().map(|(k, s)| (*k, *s)).collect();
+        trigram.sort_by_key(|(k, _)| *k);
+        (self.unigram, bigram, trigram)
+    }
+
+    /// Every context's candidates, one after the other.
+    pub fn candidates(&self) -> &[Cand] {
+        &self.cands
     }
 
     /// A generator positioned after `prompt`.
@@ -178,11 +221,7 @@ impl Model {
             a,
             b,
             rng: SplitMix64(seed),
-            temperature: if temperature.is_finite() {
-                temperature.max(0.0)
-            } else {
-                1.0
-            },
+            sampling: Sampling::from_f32(temperature),
         }
     }
 
@@ -214,7 +253,7 @@ pub struct Generator {
     a: u32,
     b: u32,
     rng: SplitMix64,
-    temperature: f32,
+    sampling: Sampling,
 }
 
 impl Generator {
@@ -222,60 +261,11 @@ impl Generator {
     pub fn step(&mut self, model: &Model) -> u32 {
         let cands = model.continuations(self.a, self.b);
         let draw = self.rng.next();
-        let t = pick(cands, draw, self.temperature);
+        let i = sampling::pick(cands.iter().map(|c| c.log), draw, self.sampling);
+        let t = cands.get(i).map_or(EOS, |c| c.token);
         self.a = self.b;
         self.b = t;
         t
-    }
-}
-
-fn pick(cands: &[(u32, u32)], draw: u64, temperature: f32) -> u32 {
-    let Some(&(best, _)) = cands.first() else {
-        return EOS;
-    };
-    if temperature <= 1e-3 {
-        return best;
-    }
-    let inv = 1.0 / f64::from(temperature);
-    // 53 random bits give a uniform f64 in [0, 1).
-    let unit = (draw >> 11) as f64 / (1u64 << 53) as f64;
-    if inv == 1.0 {
-        // The counts are the weights (`powf(c, 1.0)` is exactly `c`): the
-        // same pick without a power or an allocation per token.
-        let total: f64 = cands.iter().map(|&(_, c)| f64::from(c)).sum();
-        return walk(cands.iter().map(|&(t, c)| (t, f64::from(c))), unit * total).unwrap_or(best);
-    }
-    let weights: Vec<f64> = cands.iter().map(|&(_, c)| f64::from(c).powf(inv)).collect();
-    let total: f64 = weights.iter().sum();
-    walk(
-        cands.iter().zip(&weights).map(|(&(t, _), &w)| (t, w)),
-        unit * total,
-    )
-    .unwrap_or(best)
-}
-
-/// The token whose share of the weights holds `x`.
-fn walk(weighted: impl Iterator<Item = (u32, f64)>, mut x: f64) -> Option<u32> {
-    for (t, w) in weighted {
-        if x < w {
-            return Some(t);
-        }
-        x -= w;
-    }
-    None
-}
-
-/// SplitMix64: tiny, fast, and the same on every platform.
-#[derive(Debug, Clone)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 }
 
@@ -319,27 +309,18 @@ mod tests {
     }
 
     #[test]
-    fn temperature_one_picks_exactly_as_the_power_would() {
-        // The shortcut at 1.0 must pick the token the general path picks,
-        // for every draw: completions already checked against it stay
-        // the same.
-        let cands = [(10, 7), (11, 3), (12, 1), (13, 1)];
-        let mut rng = SplitMix64(42);
-        for _ in 0..10_000 {
-            let draw = rng.next();
-            let weights: Vec<f64> = cands.iter().map(|&(_, c)| f64::from(c).powf(1.0)).collect();
-            let total: f64 = weights.iter().sum();
-            let mut x = (draw >> 11) as f64 / (1u64 << 53) as f64 * total;
-            let mut want = 10;
-            for (&(t, _), w) in cands.iter().zip(&weights) {
-                if x < *w {
-                    want = t;
-                    break;
-                }
-                x -= w;
-            }
-            assert_eq!(pick(&cands, draw, 1.0), want);
-        }
+    fn a_hotter_temperature_spreads_the_picks() {
+        let m = Model::train("t", 400, &docs(), Pruning::default());
+        // After 300 301: 302 twice, 304 once.
+        let share = |t: f32| {
+            (0..2_000)
+                .filter(|&s| m.generate(&[300, 301], 1, t, s, u32::MAX) == [304])
+                .count()
+        };
+        let (cold, one, hot) = (share(0.2), share(1.0), share(5.0));
+        assert!(cold < one && one < hot, "{cold} {one} {hot}");
+        // At 1.0 the counts are the weights: one in three.
+        assert!((560..780).contains(&one), "{one}");
     }
 
     #[test]
