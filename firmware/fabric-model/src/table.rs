@@ -174,11 +174,12 @@ impl Table {
                 what: "no table magic",
             });
         }
-        let tri = self.find(
-            self.word(6)? as usize,
-            self.word(7)? as usize,
-            (a << 16) | (b & 0xFFFF),
-        )?;
+        // A token beyond 16 bits is in no context of the model.
+        let tri = if a > 0xFFFF || b > 0xFFFF {
+            None
+        } else {
+            self.find(self.word(6)? as usize, self.word(7)? as usize, (a << 16) | b)?
+        };
         let entry = match tri {
             Some(e) => Some(e),
             None => self.find(self.word(4)? as usize, self.word(5)? as usize, b)?,
@@ -274,9 +275,13 @@ mod tests {
         let t = Table::build(&m).expect("table");
         let mut rng = SplitMix64(9);
         for i in 0..500 {
-            let prompt: Vec<u32> = (0..(i % 4 + 1))
+            let mut prompt: Vec<u32> = (0..(i % 4 + 1))
                 .map(|_| 300 + (rng.next() % 50) as u32)
                 .collect();
+            if i % 7 == 0 {
+                // A token no table holds: 16 bits of it must not match.
+                prompt.push((1 << 16) | 300);
+            }
             let temperature = [0.0f32, 0.3, 0.8, 1.0, 1.7, 9.0][i % 6];
             let seed = rng.next();
             assert_eq!(
