@@ -34,21 +34,33 @@ module fabric_slot #(
     output wire         table_ok,
     output wire [255:0] identity
 );
-    // The co-simulation writes the table here as a partial load would.
-    reg [31:0] table_mem [0:TABLE_WORDS-1] /* verilator public */;
+    reg [31:0] table_mem [0:TABLE_WORDS-1];
     reg [31:0] mem_q;
     wire [AW-1:0] mem_addr;
+    /* verilator lint_off UNUSEDSIGNAL */
     wire          mem_en;
+    /* verilator lint_on UNUSEDSIGNAL */
 
     initial begin
         if (TABLE_HEX != "")
             $readmemh(TABLE_HEX, table_mem);
     end
 
-    always @(posedge clk) begin
-        if (mem_en)
-            mem_q <= ({{(32 - AW){1'b0}}, mem_addr} < TABLE_WORDS) ? table_mem[mem_addr] : 32'd0;
-    end
+`ifdef VERILATOR
+    // The co-simulation writes a table here as a partial load would: the
+    // configuration port, not a port of the design.
+    export "DPI-C" function fabric_table_write;
+    function void fabric_table_write(input int addr, input int data);
+        if (addr >= 0 && addr < TABLE_WORDS)
+            table_mem[addr] = data;
+    endfunction
+`endif
+
+    // The engine registers the address (its mem_addr is a flip-flop), so
+    // this is a synchronous read: block RAM's, with the address register
+    // merged into the RAM when synthesis flattens the slot.
+    always @(*)
+        mem_q = ({{(32 - AW){1'b0}}, mem_addr} < TABLE_WORDS) ? table_mem[mem_addr] : 32'd0;
 
     fabric_engine #(.AW(AW)) engine (
         .clk(clk), .rst(rst), .reload(reload),

@@ -1,0 +1,79 @@
+//! With the `verilated` feature: Verilates `rtl/sim/fabric_cosim.v` and the
+//! shell, slot and engine under it, and compiles the model, Verilator's
+//! runtime and `rtl/sim/cosim.cpp` (the C interface) into one static
+//! library. Verilator comes from the system (Debian's `verilator`); its
+//! runtime sources are where `verilator --getenv VERILATOR_ROOT` says.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let rtl = manifest.join("../../rtl");
+    println!("cargo:rerun-if-changed={}", rtl.display());
+    for dir in ["shell", "engine", "slot", "sim"] {
+        println!("cargo:rerun-if-changed={}", rtl.join(dir).display());
+    }
+    if std::env::var_os("CARGO_FEATURE_VERILATED").is_none() {
+        return;
+    }
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
+    let obj = out.join("verilated");
+    let _ = std::fs::remove_dir_all(&obj);
+    let mut sources: Vec<PathBuf> = vec![rtl.join("sim/fabric_cosim.v")];
+    for dir in ["shell", "slot", "engine"] {
+        sources.extend(verilog_in(&rtl.join(dir)));
+    }
+    let mut verilator = Command::new("verilator");
+    verilator
+        .args(["--cc", "-O3", "--x-assign", "fast", "--x-initial", "fast"])
+        // Width and unused-signal warnings are checked by rtl/lint, not here.
+        .args(["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNUSED"])
+        .args(["--top-module", "fabric_cosim", "--Mdir"])
+        .arg(&obj)
+        .arg(format!("-I{}", rtl.join("shell").display()))
+        .arg(format!("-I{}", rtl.join("engine").display()))
+        .args(&sources);
+    let status = verilator.status().unwrap_or_else(|e| {
+        panic!("the `verilated` feature runs Verilator (apt-get install verilator): {e}")
+    });
+    assert!(status.success(), "verilator failed on {}", rtl.display());
+    let root = Command::new("verilator")
+        .args(["--getenv", "VERILATOR_ROOT"])
+        .output()
+        .expect("verilator --getenv VERILATOR_ROOT");
+    let root = PathBuf::from(String::from_utf8_lossy(&root.stdout).trim());
+    let include = root.join("include");
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .std("c++17")
+        .opt_level(2)
+        .warnings(false)
+        .include(&obj)
+        .include(&include)
+        .include(include.join("vltstd"))
+        .file(rtl.join("sim/cosim.cpp"))
+        .file(include.join("verilated.cpp"))
+        .file(include.join("verilated_dpi.cpp"))
+        .file(include.join("verilated_threads.cpp"));
+    for entry in std::fs::read_dir(&obj).expect("verilator's output") {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().is_some_and(|e| e == "cpp") {
+            build.file(path);
+        }
+    }
+    build.compile("fabric_cosim");
+}
+
+fn verilog_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "v"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}

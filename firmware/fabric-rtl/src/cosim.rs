@@ -1,0 +1,247 @@
+//! The Verilated fabric behind its C interface (`rtl/sim/cosim.cpp`).
+
+use std::ffi::{c_int, c_void};
+use std::ptr::NonNull;
+
+/// The opaque handle of `cosim.cpp`.
+#[repr(C)]
+struct Fcs {
+    _private: [u8; 0],
+}
+
+type MemFn = extern "C" fn(ctx: *mut c_void, addr: u64, word: *mut u32, write: c_int) -> c_int;
+
+extern "C" {
+    fn fcs_new(read_latency: u32) -> *mut Fcs;
+    fn fcs_free(f: *mut Fcs);
+    fn fcs_set_mem(f: *mut Fcs, mem: Option<MemFn>, ctx: *mut c_void);
+    fn fcs_reset(f: *mut Fcs);
+    fn fcs_run(f: *mut Fcs, cycles: u64);
+    fn fcs_cycles(f: *const Fcs) -> u64;
+    fn fcs_irq(f: *const Fcs) -> c_int;
+    fn fcs_decoupled(f: *const Fcs, slot: u32) -> c_int;
+    fn fcs_pr_active(f: *mut Fcs, slot: u32, on: c_int);
+    fn fcs_write(f: *mut Fcs, port: u32, addr: u32, value: u32) -> u32;
+    fn fcs_read(f: *mut Fcs, port: u32, addr: u32) -> u32;
+    fn fcs_table_write(f: *mut Fcs, slot: u32, words: *const u32, n: usize) -> c_int;
+}
+
+/// What the fabric's AXI4 master reaches: the board's DDR, by physical
+/// address, a 32-bit word at a time. `None` or `false` answers the access
+/// with a decode error, as the interconnect does for an address no slave
+/// holds.
+pub trait Memory {
+    fn read(&mut self, addr: u64) -> Option<u32>;
+    fn write(&mut self, addr: u64, word: u32) -> bool;
+}
+
+/// DDR as a plain buffer at a physical base address.
+#[derive(Debug, Clone)]
+pub struct VecMemory {
+    pub base: u64,
+    pub bytes: Vec<u8>,
+}
+
+impl VecMemory {
+    /// `len` zeroed bytes at `base`.
+    pub fn new(base: u64, len: usize) -> VecMemory {
+        VecMemory {
+            base,
+            bytes: vec![0; len],
+        }
+    }
+
+    fn at(&self, addr: u64) -> Option<usize> {
+        let off = usize::try_from(addr.checked_sub(self.base)?).ok()?;
+        (off.checked_add(4)? <= self.bytes.len() && off % 4 == 0).then_some(off)
+    }
+}
+
+impl Memory for VecMemory {
+    fn read(&mut self, addr: u64) -> Option<u32> {
+        let off = self.at(addr)?;
+        let b = &self.bytes[off..off + 4];
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn write(&mut self, addr: u64, word: u32) -> bool {
+        match self.at(addr) {
+            Some(off) => {
+                self.bytes[off..off + 4].copy_from_slice(&word.to_le_bytes());
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The register windows the fabric answers on: the shell's, and each
+/// slot's decoupler's (as Linux's `xlnx,pr-decoupler` maps it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    Shell,
+    Decoupler(u8),
+}
+
+impl Port {
+    fn index(self) -> u32 {
+        match self {
+            Port::Shell => 0,
+            Port::Decoupler(s) => 1 + u32::from(s),
+        }
+    }
+}
+
+/// Slots `rtl/sim/fabric_cosim.v` is built with.
+pub const SLOTS: u8 = 2;
+/// Words a slot's table holds in the co-simulation (the largest model of
+/// the catalog fits).
+pub const TABLE_WORDS: usize = 1 << 19;
+/// The clock the co-simulated shell reports its times at, in MHz (the
+/// K26's; `fabric_us` counts cycles at it).
+pub const CLOCK_MHZ: u32 = 200;
+
+/// Why a slot could not be configured.
+#[derive(Debug, thiserror::Error)]
+pub enum CosimError {
+    #[error("slot {slot}: the fabric has {SLOTS} slots")]
+    NoSuchSlot { slot: u8 },
+    #[error("a table of {words} words does not fit a slot's {TABLE_WORDS}")]
+    TableTooLarge { words: usize },
+}
+
+/// One Verilated fabric.
+#[derive(Debug)]
+pub struct Cosim {
+    raw: NonNull<Fcs>,
+}
+
+// SAFETY-adjacent note: a Verilated model may move between threads between
+// calls; it is never used from two at once (every call takes `&mut self`
+// or `&self` of a value not shared without a lock).
+unsafe impl Send for Cosim {}
+
+extern "C" fn memory_access(ctx: *mut c_void, addr: u64, word: *mut u32, write: c_int) -> c_int {
+    // SAFETY: `ctx` is the `&mut &mut dyn Memory` that `with_memory` set for
+    // the duration of the one call into the model that invokes us; nothing
+    // else touches it meanwhile, and `word` points at a live u32 of
+    // cosim.cpp's stack.
+    let (mem, word) = unsafe { (&mut *(ctx as *mut &mut dyn Memory), &mut *word) };
+    if write != 0 {
+        c_int::from(!mem.write(addr, *word))
+    } else {
+        match mem.read(addr) {
+            Some(v) => {
+                *word = v;
+                0
+            }
+            None => 1,
+        }
+    }
+}
+
+impl Cosim {
+    /// A fabric out of reset, whose DDR answers reads after `read_latency`
+    /// cycles.
+    pub fn new(read_latency: u32) -> Cosim {
+        // SAFETY: fcs_new returns a fresh handle or aborts (C++ new).
+        let raw = unsafe { fcs_new(read_latency) };
+        Cosim {
+            raw: NonNull::new(raw).expect("cosim.cpp allocates its handle"),
+        }
+    }
+
+    fn with_memory<T>(&mut self, mem: &mut dyn Memory, f: impl FnOnce(*mut Fcs) -> T) -> T {
+        let mut mem: &mut dyn Memory = mem;
+        let ctx = &mut mem as *mut &mut dyn Memory as *mut c_void;
+        // SAFETY: the handle is live; `ctx` outlives the call below, and is
+        // cleared before this returns, so the model never calls back with a
+        // dangling pointer.
+        unsafe { fcs_set_mem(self.raw.as_ptr(), Some(memory_access), ctx) };
+        let out = f(self.raw.as_ptr());
+        // SAFETY: as above.
+        unsafe { fcs_set_mem(self.raw.as_ptr(), None, std::ptr::null_mut()) };
+        out
+    }
+
+    /// Reads a register: one AXI4-Lite read on `port`.
+    pub fn read(&mut self, mem: &mut dyn Memory, port: Port, offset: u32) -> u32 {
+        // SAFETY: a live handle; the memory callback is set for the call.
+        self.with_memory(mem, |f| unsafe { fcs_read(f, port.index(), offset) })
+    }
+
+    /// Writes a register: one AXI4-Lite write on `port`.
+    pub fn write(&mut self, mem: &mut dyn Memory, port: Port, offset: u32, value: u32) {
+        // SAFETY: as in `read`.
+        self.with_memory(mem, |f| unsafe { fcs_write(f, port.index(), offset, value) });
+    }
+
+    /// Runs the clock for `cycles`.
+    pub fn run(&mut self, mem: &mut dyn Memory, cycles: u64) {
+        // SAFETY: as in `read`.
+        self.with_memory(mem, |f| unsafe { fcs_run(f, cycles) });
+    }
+
+    /// Resets every register, as the end of a full reconfiguration does.
+    pub fn reset(&mut self, mem: &mut dyn Memory) {
+        // SAFETY: as in `read`.
+        self.with_memory(mem, |f| unsafe { fcs_reset(f) });
+    }
+
+    /// Clock cycles since power-on.
+    pub fn cycles(&self) -> u64 {
+        // SAFETY: a live handle, read only.
+        unsafe { fcs_cycles(self.raw.as_ptr()) }
+    }
+
+    /// The interrupt line.
+    pub fn irq(&self) -> bool {
+        // SAFETY: a live handle, read only.
+        unsafe { fcs_irq(self.raw.as_ptr()) != 0 }
+    }
+
+    /// Whether slot `slot`'s decoupler holds it apart from the shell.
+    pub fn decoupled(&self, slot: u8) -> bool {
+        // SAFETY: a live handle, read only.
+        slot < SLOTS && unsafe { fcs_decoupled(self.raw.as_ptr(), u32::from(slot)) != 0 }
+    }
+
+    /// Marks slot `slot`'s logic as being reprogrammed (its outputs are
+    /// garbage) or done.
+    pub fn set_programming(&mut self, slot: u8, on: bool) -> Result<(), CosimError> {
+        if slot >= SLOTS {
+            return Err(CosimError::NoSuchSlot { slot });
+        }
+        // SAFETY: a live handle.
+        unsafe { fcs_pr_active(self.raw.as_ptr(), u32::from(slot), c_int::from(on)) };
+        Ok(())
+    }
+
+    /// Writes a table into slot `slot`'s memory, the rest zero, as a
+    /// partial bitstream's memory contents would.
+    pub fn write_table(&mut self, slot: u8, words: &[u32]) -> Result<(), CosimError> {
+        if slot >= SLOTS {
+            return Err(CosimError::NoSuchSlot { slot });
+        }
+        if words.len() > TABLE_WORDS {
+            return Err(CosimError::TableTooLarge { words: words.len() });
+        }
+        let mut all = words.to_vec();
+        all.resize(TABLE_WORDS, 0);
+        // SAFETY: a live handle; `all` holds `all.len()` words for the call.
+        let rc = unsafe {
+            fcs_table_write(self.raw.as_ptr(), u32::from(slot), all.as_ptr(), all.len())
+        };
+        if rc != 0 {
+            return Err(CosimError::NoSuchSlot { slot });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Cosim {
+    fn drop(&mut self) {
+        // SAFETY: the handle is live and dropped once.
+        unsafe { fcs_free(self.raw.as_ptr()) }
+    }
+}

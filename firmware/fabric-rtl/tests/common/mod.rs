@@ -1,0 +1,289 @@
+//! A host for the Verilated fabric: the contract's order of operations
+//! (section 5) spelled out with the contract's own types, over an
+//! [`RtlWindow`], and the catalog's models as tables.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use fabric_hw::contract::*;
+use fabric_hw::mmio::RegisterWindow;
+use fabric_model::table::Table;
+use fabric_model::Model;
+use fabric_rtl::cosim::Port;
+use fabric_rtl::{Cosim, RtlWindow, VecMemory};
+
+pub const BASE: u64 = 0x4000_0000;
+pub const SQ_ENTRIES: u32 = 64;
+pub const CQ_ENTRIES: u32 = 128;
+pub const SQ: u64 = BASE;
+pub const CQ: u64 = BASE + 0x1000;
+pub const PROMPTS: u64 = BASE + 0x2000;
+pub const OUTPUTS: u64 = BASE + 0x12000;
+pub const MAX_PROMPT: u64 = 1024;
+pub const MAX_OUTPUT: u64 = 256;
+pub const CONTEXTS: u16 = 16;
+pub const PER_SLOT: u16 = 8;
+pub const LANES: u32 = 4;
+
+/// A catalog model and its table, loaded once per test binary.
+pub struct Catalogued {
+    pub model: Model,
+    pub table: Table,
+}
+
+fn catalogued(file: &str) -> Catalogued {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../bitstreams")
+        .join(file);
+    let bytes = std::fs::read(&path).expect("a catalog image");
+    let model = fabric_model::image::load(&bytes).expect("a model image").model;
+    let table = Table::build(&model).expect("a table");
+    Catalogued { model, table }
+}
+
+pub fn kjv() -> &'static Catalogued {
+    static KJV: OnceLock<Catalogued> = OnceLock::new();
+    KJV.get_or_init(|| catalogued("kjv.bit"))
+}
+
+pub fn fortunes() -> &'static Catalogued {
+    static F: OnceLock<Catalogued> = OnceLock::new();
+    F.get_or_init(|| catalogued("fortunes.bit"))
+}
+
+/// One request as a test writes it.
+#[derive(Debug, Clone)]
+pub struct Req {
+    pub tag: u32,
+    pub ctx: u16,
+    pub prompt: Vec<u32>,
+    pub max_tokens: u32,
+    pub temperature: f32,
+    pub seed: u64,
+    pub stop_token: u32,
+    pub stream: bool,
+}
+
+impl Req {
+    pub fn new(tag: u32, ctx: u16, prompt: &[u32], max_tokens: u32) -> Req {
+        Req {
+            tag,
+            ctx,
+            prompt: prompt.to_vec(),
+            max_tokens,
+            temperature: 0.8,
+            seed: 42,
+            stop_token: NO_STOP_TOKEN,
+            stream: false,
+        }
+    }
+
+    pub fn slot(&self) -> u8 {
+        (self.ctx / PER_SLOT) as u8
+    }
+}
+
+pub struct Rig {
+    pub w: RtlWindow<VecMemory>,
+    pub sq_tail: u32,
+    pub cq_head: u32,
+}
+
+impl Rig {
+    /// A fabric with kjv in slot 0 and fortunes in slot 1, its rings
+    /// initialised.
+    pub fn new() -> Rig {
+        let host = Rig::bare();
+        host.load(0, &kjv().table.words, true);
+        host.load(1, &fortunes().table.words, true);
+        let mut host = host;
+        host.init();
+        host
+    }
+
+    /// A fabric out of reset: nothing loaded, rings not programmed.
+    pub fn bare() -> Rig {
+        Rig {
+            w: RtlWindow::new(Cosim::new(16), VecMemory::new(BASE, 1 << 20)),
+            sq_tail: 0,
+            cq_head: 0,
+        }
+    }
+
+    pub fn reg(&self, reg: usize) -> u32 {
+        self.w.read32(reg)
+    }
+
+    pub fn set(&self, reg: usize, value: u32) {
+        self.w.write32(reg, value)
+    }
+
+    pub fn run(&self, cycles: u64) {
+        self.w.run(cycles)
+    }
+
+    pub fn decouple(&self, slot: u8, on: bool) {
+        let mut b = self.w.lock();
+        let fabric_rtl::window::Board { fabric, memory } = &mut *b;
+        fabric.write(memory, Port::Decoupler(slot), 0, u32::from(on));
+    }
+
+    /// A partial load of `words` into `slot`, the kernel's way: decouple,
+    /// program, couple; `decouple: false` programs a coupled slot.
+    pub fn load(&self, slot: u8, words: &[u32], decouple: bool) {
+        if decouple {
+            self.decouple(slot, true);
+        }
+        {
+            let mut b = self.w.lock();
+            let fabric_rtl::window::Board { fabric, memory } = &mut *b;
+            fabric.set_programming(slot, true).expect("a slot");
+            fabric.run(memory, 64);
+            fabric.write_table(slot, words).expect("a table that fits");
+            fabric.run(memory, 64);
+            fabric.set_programming(slot, false).expect("a slot");
+        }
+        if decouple {
+            self.decouple(slot, false);
+        }
+        self.run(200);
+    }
+
+    /// Section 5, "Initialise".
+    pub fn init(&mut self) {
+        self.set(REG_CONTROL.offset(), 0);
+        self.set(REG_SQ_BASE_LO.offset(), SQ as u32);
+        self.set(REG_SQ_BASE_HI.offset(), (SQ >> 32) as u32);
+        self.set(REG_SQ_ENTRIES.offset(), SQ_ENTRIES);
+        self.set(REG_CQ_BASE_LO.offset(), CQ as u32);
+        self.set(REG_CQ_BASE_HI.offset(), (CQ >> 32) as u32);
+        self.set(REG_CQ_ENTRIES.offset(), CQ_ENTRIES);
+        self.set(REG_SQ_TAIL.offset(), 0);
+        self.set(REG_CQ_HEAD.offset(), 0);
+        let seq = self.reg(REG_EVENT_SEQ.offset());
+        self.set(REG_EVENT_ACK.offset(), seq);
+        for c in 0..usize::from(CONTEXTS) {
+            self.set(reg_ctx_cancel(c).offset(), 0);
+        }
+        self.set(REG_CONTROL.offset(), 3);
+        self.sq_tail = 0;
+        self.cq_head = 0;
+        assert_eq!(self.reg(REG_STATUS.offset()) & 1, 1, "RUNNING after ENABLE");
+    }
+
+    pub fn mem_write(&self, addr: u64, bytes: &[u8]) {
+        let mut b = self.w.lock();
+        let off = (addr - BASE) as usize;
+        b.memory.bytes[off..off + bytes.len()].copy_from_slice(bytes);
+    }
+
+    pub fn mem_u32(&self, addr: u64) -> u32 {
+        let b = self.w.lock();
+        let off = (addr - BASE) as usize;
+        u32::from_le_bytes(b.memory.bytes[off..off + 4].try_into().expect("4 bytes"))
+    }
+
+    pub fn output_of(&self, ctx: u16, n: u32) -> Vec<u32> {
+        let at = OUTPUTS + u64::from(ctx) * MAX_OUTPUT * 4;
+        (0..u64::from(n)).map(|i| self.mem_u32(at + 4 * i)).collect()
+    }
+
+    /// The descriptor of `req` as the host would write it.
+    pub fn sqe(&self, req: &Req) -> Sqe {
+        Sqe {
+            seq: self.sq_tail,
+            opcode: OP_GENERATE,
+            slot: req.slot(),
+            flags: u8::from(req.stream),
+            tag: req.tag,
+            ctx: req.ctx,
+            prompt_addr: PROMPTS + u64::from(req.ctx) * MAX_PROMPT * 4,
+            prompt_len: req.prompt.len() as u32,
+            max_tokens: req.max_tokens,
+            output_addr: OUTPUTS + u64::from(req.ctx) * MAX_OUTPUT * 4,
+            output_cap: MAX_OUTPUT as u32,
+            temperature: req.temperature,
+            seed: req.seed,
+            stop_token: req.stop_token,
+        }
+    }
+
+    /// Writes a descriptor's bytes into the next ring entry (no doorbell).
+    pub fn put(&mut self, bytes: &[u8; SQE_LEN]) {
+        let at = SQ + u64::from(self.sq_tail % SQ_ENTRIES) * SQE_LEN as u64;
+        self.mem_write(at, bytes);
+        self.sq_tail = self.sq_tail.wrapping_add(1);
+    }
+
+    /// Section 5, "Submit", for each request, then one doorbell.
+    pub fn submit(&mut self, reqs: &[Req]) {
+        for req in reqs {
+            let prompt: Vec<u8> = req.prompt.iter().flat_map(|t| t.to_le_bytes()).collect();
+            self.mem_write(PROMPTS + u64::from(req.ctx) * MAX_PROMPT * 4, &prompt);
+            let sqe = self.sqe(req).encode();
+            self.put(&sqe);
+        }
+        self.ring();
+    }
+
+    pub fn ring(&self) {
+        self.set(REG_SQ_TAIL.offset(), self.sq_tail);
+    }
+
+    /// Section 5, "Complete": every entry posted so far, checked.
+    pub fn drain(&mut self) -> Vec<Cqe> {
+        let tail = self.reg(REG_CQ_TAIL.offset());
+        let mut out = Vec::new();
+        while self.cq_head != tail {
+            let at = CQ + u64::from(self.cq_head % CQ_ENTRIES) * CQE_LEN as u64;
+            let mut raw = [0u8; CQE_LEN];
+            {
+                let b = self.w.lock();
+                let off = (at - BASE) as usize;
+                raw.copy_from_slice(&b.memory.bytes[off..off + CQE_LEN]);
+            }
+            out.push(Cqe::decode(&raw, self.cq_head).expect("a well-formed completion entry"));
+            self.cq_head = self.cq_head.wrapping_add(1);
+        }
+        self.set(REG_CQ_HEAD.offset(), self.cq_head);
+        let seq = self.reg(REG_EVENT_SEQ.offset());
+        self.set(REG_EVENT_ACK.offset(), seq);
+        out
+    }
+
+    /// Runs and drains until a DONE for every tag in `tags`, at most
+    /// `cycles` of fabric time; returns everything drained.
+    pub fn until_done(&mut self, tags: &[u32], cycles: u64) -> Vec<Cqe> {
+        let mut all = Vec::new();
+        let mut spent = 0;
+        loop {
+            all.extend(self.drain());
+            let done = tags.iter().all(|t| {
+                all.iter()
+                    .any(|c| c.kind == CqeKind::Done && c.tag == *t)
+            });
+            if done {
+                return all;
+            }
+            assert!(
+                spent < cycles,
+                "no DONE for every tag of {tags:?} within {cycles} cycles: {all:?}"
+            );
+            self.run(500);
+            spent += 500;
+        }
+    }
+
+    pub fn slot_state(&self, slot: usize) -> SlotState {
+        SlotState::decode(SlotRegs::of(slot).state.read(&self.w))
+    }
+}
+
+/// The DONE entry of `tag`.
+pub fn done_of(all: &[Cqe], tag: u32) -> Cqe {
+    *all.iter()
+        .find(|c| c.kind == CqeKind::Done && c.tag == tag)
+        .unwrap_or_else(|| panic!("no DONE for tag {tag} in {all:?}"))
+}
