@@ -14,9 +14,18 @@ fn main() {
     for dir in ["shell", "engine", "slot", "sim"] {
         println!("cargo:rerun-if-changed={}", rtl.join(dir).display());
     }
+    // Deliberately broken RTL for scripts/rtl-mutants: a comma-separated
+    // list of crc, cancel, decoupler, irq.
+    println!("cargo:rerun-if-env-changed=FABRIC_RTL_BREAK");
     if std::env::var_os("CARGO_FEATURE_VERILATED").is_none() {
         return;
     }
+    let breaks: Vec<String> = std::env::var("FABRIC_RTL_BREAK")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|b| !b.is_empty())
+        .map(|b| format!("+define+FABRIC_BREAK_{}", b.trim().to_uppercase()))
+        .collect();
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
     let obj = out.join("verilated");
     let _ = std::fs::remove_dir_all(&obj);
@@ -33,6 +42,7 @@ fn main() {
         .arg(&obj)
         .arg(format!("-I{}", rtl.join("shell").display()))
         .arg(format!("-I{}", rtl.join("engine").display()))
+        .args(&breaks)
         .args(&sources);
     let status = verilator.status().unwrap_or_else(|e| {
         panic!("the `verilated` feature runs Verilator (apt-get install verilator): {e}")

@@ -80,8 +80,10 @@ module fabric_decoupler (
     always @(posedge clk) begin
         if (rst)
             decoupled <= 1'b0;
+`ifndef FABRIC_BREAK_DECOUPLER
         else if (reg_we && reg_waddr == 12'h000)
             decoupled <= reg_wdata[0];
+`endif
         if (reg_re)
             reg_rdata <= (reg_raddr == 12'h000) ? {31'd0, decoupled} : 32'd0;
     end

@@ -278,6 +278,7 @@ module fabric_shell #(
                 end_ctx = j[CW-1:0];
             end
         end
+`ifndef FABRIC_BREAK_CANCEL
         for (j = 0; j < NCTX; j = j + 1) begin
             if (!end_found && c_busy[j] && cancel[j] == c_tag[j]) begin
                 end_found = 1'b1;
@@ -285,6 +286,7 @@ module fabric_shell #(
                 end_ctx = j[CW-1:0];
             end
         end
+`endif
     end
 
     // The oldest waiting context of a slot with a free lane.
@@ -307,7 +309,11 @@ module fabric_shell #(
 
     // The interrupt: exactly the contract's equation.
     always @(posedge clk)
+`ifdef FABRIC_BREAK_IRQ
+        irq <= !rst && enabled && control[1] && cq_tail != cq_head;
+`else
         irq <= !rst && enabled && control[1] && (cq_tail != cq_head || event_seq != event_ack);
+`endif
 
     // ---- register reads -------------------------------------------------------
     wire [5:0]  rd_slot_sel = reg_raddr[11:6] - 6'd4;
@@ -570,9 +576,9 @@ module fabric_shell #(
                     sl_kill[e] <= 1'b1;
                     sl_settling[e] <= 1'b0;
                     bumps = bumps + 8'd1;
-                    // A step outstanding as the slot is cut off is lost.
-                    if (sl_busy_step[e])
-                        sl_torn[e] <= 1'b1;
+                    // A step outstanding as the slot is cut off is lost;
+                    // otherwise the load starts clean, whatever came before.
+                    sl_torn[e] <= sl_busy_step[e];
                 end
                 if (!slot_decoupled[e] && sl_dec_seen[e]) begin
                     slot_reload[e] <= 1'b1;
@@ -724,7 +730,12 @@ module fabric_shell #(
 
                 Q_DESC: begin
                     q <= Q_IDLE;
+`ifdef FABRIC_BREAK_CRC
+                    // Broken on purpose (scripts/rtl-mutants): no CRC check.
+                    if (d_err) begin
+`else
                     if (d_err || ~d_crc != d[15]) begin
+`endif
                         // All zero: most likely written but not flushed.
                         if (!d_err && (d[0] | d[1] | d[2] | d[3] | d[4] | d[5] | d[6] | d[7] |
                                        d[8] | d[9] | d[10] | d[11] | d[12] | d[13] | d[14] |

@@ -25,8 +25,11 @@ fn others_still_served(h: &mut Rig, tag: u32) {
 fn a_descriptor_with_a_bad_crc_is_refused_with_its_index() {
     let mut h = Rig::new();
     let errors = h.reg(REG_CNT_ERRORS.offset());
+    // A flipped bit of the seed: every field still valid, only the CRC
+    // tells.
+    h.mem_write(PROMPTS, &[44, 1, 0, 0, 45, 1, 0, 0, 46, 1, 0, 0]);
     let mut raw = h.sqe(&Req::new(5, 0, &PROMPT, 4)).encode();
-    raw[20] ^= 0x40;
+    raw[50] ^= 0x40;
     let index = h.sq_tail;
     h.put(&raw);
     h.ring();
