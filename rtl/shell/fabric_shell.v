@@ -119,7 +119,8 @@ module fabric_shell #(
     localparam [7:0] FIN_NONE = 8'd0, FIN_LENGTH = 8'd1, FIN_STOP = 8'd2;
     // Slot states and their error codes.
     localparam [3:0] SL_EMPTY = 4'd0, SL_LOADING = 4'd1, SL_READY = 4'd2, SL_ERROR = 4'd3;
-    localparam [7:0] SE_NO_TABLE = 8'd1, SE_TORN = 8'd2, SE_HUNG = 8'd3;
+    // SLOT_STATE.ERROR codes (fabric_hw::contract::slot_error).
+    localparam [7:0] SE_NO_TABLE = 8'd2, SE_TORN = 8'd4, SE_HUNG = 8'd5;
 
     // ---- the register port ------------------------------------------------
     wire        reg_we, reg_re;
@@ -974,6 +975,118 @@ module fabric_shell #(
             event_seq <= event_seq + {24'd0, bumps};
         end
     end
+`ifdef FORMAL
+    // ---- formal properties (scripts/formal; Yosys read_verilog -formal) ----
+    // The AXI4-Lite slave's rules (fabric_axil's own block) constrain the
+    // host's register accesses; the DMA's AXI inputs and the slots' outputs
+    // are free: whatever a slot half reprogrammed could drive.
+    reg f_past_valid = 1'b0;
+    always @(posedge clk)
+        f_past_valid <= 1'b1;
+
+    // ---- the host, as section 5 has it (a monitor, not an assumption) ----
+    // The host's rules, broken or kept by each register write. Properties
+    // that depend on them hold while f_host_ok (every write since reset kept
+    // them); the others hold whatever the host writes.
+    wire f_running = enabled && control[0];
+    wire f_wr_ring = reg_we && reg_waddr >= 12'h028 && reg_waddr <= 12'h03C;
+    wire f_wr_enable = reg_we && reg_waddr == 12'h020 && reg_wdata[0] && !control[0];
+    wire f_wr_sq_tail = reg_we && reg_waddr == 12'h040;
+    wire f_wr_cq_head = reg_we && reg_waddr == 12'h048;
+    wire f_host_rules =
+        // Initialise: the rings are programmed only once RUNNING reads 0
+        // after CONTROL = 0 ...
+        (!f_wr_ring || (!control[0] && !enabled)) &&
+        // ... and ENABLE is set with SQ_TAIL and CQ_HEAD written to 0.
+        (!f_wr_enable || (!enabled && sq_tail == 32'd0 && cq_head == 32'd0)) &&
+        // The doorbell and CQ_HEAD are written while stopped, or once
+        // RUNNING reads 1 (not while the device is starting or stopping).
+        (!(f_wr_sq_tail || f_wr_cq_head) || (!control[0] && !enabled) || f_running) &&
+        // Submit: SQ_TAIL only moves forward, never more than SQ_ENTRIES
+        // ahead of SQ_HEAD (the host counts free entries from completions,
+        // so its SQ_HEAD is at most stale, never ahead).
+        (!(f_wr_sq_tail && f_running) ||
+         (reg_wdata - sq_head >= sq_tail - sq_head && reg_wdata - sq_head <= sq_entries)) &&
+        // Complete: CQ_HEAD only moves forward, never past CQ_TAIL.
+        (!(f_wr_cq_head && f_running) || cq_tail - reg_wdata <= cq_tail - cq_head);
+    reg f_host_ok = 1'b1;
+    always @(posedge clk)
+        f_host_ok <= rst || (f_host_ok && f_host_rules);
+
+    reg [4:0] f_q_d;
+    always @(posedge clk)
+        f_q_d <= rst ? Q_IDLE : q;
+
+    // ---- 2. the ring pointers --------------------------------------------
+    always @(posedge clk)
+        if (f_past_valid && !$past(rst)) begin
+            // The device reads only descriptors the host made available,
+            // whatever the host writes: a descriptor read starts only while
+            // SQ_TAIL - SQ_HEAD (free-running, unsigned) is 1..SQ_ENTRIES.
+            if (q == Q_FETCH && f_q_d == Q_IDLE)
+                a_sq_reads_only_submitted: assert($past(sq_tail - sq_head) != 32'd0 &&
+                                                  $past(sq_tail - sq_head) <= $past(sq_entries));
+            // SQ_HEAD moves only by one at the end of a descriptor read, or
+            // to 0 as ENABLE rises.
+            if (sq_head != $past(sq_head))
+                a_sq_head_steps: assert((f_q_d == Q_FETCH && $past(dma_done) &&
+                                         sq_head == $past(sq_head) + 32'd1) ||
+                                        (f_q_d == Q_IDLE && sq_head == 32'd0));
+            // A completion entry is posted only into a free ring entry:
+            // CQ_TAIL - CQ_HEAD below CQ_ENTRIES as the write starts.
+            if (q == Q_POST && f_q_d == Q_IDLE)
+                a_cq_posts_only_with_room: assert($past(cq_tail - cq_head) < $past(cq_entries));
+            // CQ_TAIL moves only by one at the end of a post, or to 0 as
+            // ENABLE rises.
+            if (cq_tail != $past(cq_tail))
+                a_cq_tail_steps: assert((f_q_d == Q_POST && $past(dma_done) &&
+                                         cq_tail == $past(cq_tail) + 32'd1) ||
+                                        (f_q_d == Q_IDLE && cq_tail == 32'd0));
+        end
+
+    always @(*)
+        if (f_past_valid && !rst && f_host_ok && enabled) begin
+            // SQ_HEAD never passes SQ_TAIL: SQ_TAIL - SQ_HEAD stays in
+            // 0..SQ_ENTRIES while running.
+            a_sq_head_behind_tail: assert(sq_tail - sq_head <= sq_entries);
+            // CQ_TAIL never runs more than CQ_ENTRIES ahead of CQ_HEAD.
+            a_cq_tail_within_entries: assert(cq_tail - cq_head <= cq_entries);
+        end
+
+    // ---- 3. the interrupt ----------------------------------------------------
+    // irq is registered: it is, one cycle later, exactly the contract's
+    // equation ENABLED && IRQ_ENABLE && (CQ_TAIL != CQ_HEAD || EVENT_SEQ !=
+    // EVENT_ACK), and low out of reset.
+    always @(posedge clk)
+        if (f_past_valid)
+            a_irq_equation: assert(irq == (!$past(rst) && $past(enabled && control[1] &&
+                                   (cq_tail != cq_head || event_seq != event_ack))));
+
+    // ---- 4. SLOT_SHUTDOWN ------------------------------------------------------
+    // Per slot: SLOT_SHUTDOWN reads 0x0F now (f_shut), and did last cycle.
+    reg [SLOTS-1:0] f_shut, f_shut_d, f_idle;
+    integer f_s;
+    always @(*)
+        for (f_s = 0; f_s < SLOTS; f_s = f_s + 1) begin
+            f_shut[f_s] = shutdown_bits(f_s) == 32'h0F;
+            // Nothing outstanding on the slot's channels: no step in
+            // flight, no request offered, no answer awaited.
+            f_idle[f_s] = !sl_busy_step[f_s] && !slot_req_valid[f_s] && !slot_rsp_ready[f_s] &&
+                          !(q == Q_STEP && s_slot == f_s);
+        end
+    always @(posedge clk)
+        f_shut_d <= f_shut;
+
+    always @(*)
+        if (f_past_valid && !rst)
+            // SLOT_SHUTDOWN == 0x0F implies nothing outstanding on the slot.
+            a_shutdown_means_idle: assert((f_shut & ~f_idle) == {SLOTS{1'b0}});
+    always @(posedge clk)
+        if (f_past_valid && !$past(rst))
+            // Once it reads 0x0F it stays so while QUIESCE stays set: the
+            // shell starts no work in a quiesced slot.
+            a_shutdown_holds: assert((f_shut_d & quiesce & ~f_shut) == {SLOTS{1'b0}});
+`endif
 endmodule
 
 `default_nettype wire

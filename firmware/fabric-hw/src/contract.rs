@@ -21,7 +21,7 @@ pub const MAGIC: u32 = 0x4641_4252;
 /// The major version this crate speaks.
 pub const VERSION_MAJOR: u16 = 1;
 /// The minor version this crate implements (newer minors are accepted).
-pub const VERSION_MINOR: u16 = 0;
+pub const VERSION_MINOR: u16 = 1;
 /// Bytes of register window the contract needs (through the last `CTX_CANCEL`).
 pub const WINDOW_LEN: usize = 0x800;
 /// Most PR slots a shell can have.
@@ -35,8 +35,28 @@ pub const MAX_CONTEXTS: usize = 32;
 pub const SQE_LEN: usize = 64;
 /// Size of a completion entry.
 pub const CQE_LEN: usize = 32;
-/// `SLOT_SHUTDOWN` value once every AXI channel of a quiesced slot is idle.
+/// `SLOT_SHUTDOWN` once a quiesced slot has nothing outstanding, in the
+/// encoding of Xilinx's DFX AXI Shutdown Manager: requested [0], both
+/// channels shut down [1], write channel [2], read channel [3].
 pub const SHUTDOWN_DONE: u32 = 0x0F;
+/// `SLOT_SHUTDOWN` while a quiesced slot still has a step outstanding:
+/// requested, the write channel shut down, the read channel not yet.
+pub const SHUTDOWN_DRAINING: u32 = 0x05;
+/// `SLOT_STATE.ERROR` codes (contract 1.1, section 7).
+pub mod slot_error {
+    /// The region's image could not be found.
+    pub const NO_IMAGE: u8 = 1;
+    /// The image was not one the slot can run (no model table in it).
+    pub const BAD_IMAGE: u8 = 2;
+    /// Programming failed.
+    pub const PROGRAMMING: u8 = 3;
+    /// The slot was reprogrammed with a step outstanding, or answered a
+    /// step nobody asked for (reprogrammed while coupled): what it holds
+    /// cannot be trusted until it is loaded again.
+    pub const TORN: u8 = 4;
+    /// A step was never answered.
+    pub const HUNG: u8 = 5;
+}
 /// `stop_token` meaning "no stop token".
 pub const NO_STOP_TOKEN: u32 = u32::MAX;
 /// The device compatible string of the shell node.

@@ -49,7 +49,7 @@ fn a_load_without_the_decoupler_is_caught_by_the_shell() {
     h.submit(&[Req::new(1, 0, &PROMPT, 256), Req::new(2, 8, &PROMPT, 32)]);
     h.run(2_000);
     h.load(0, &fortunes().table.words, false);
-    assert_eq!(h.slot_state(0), SlotState::Error(2), "torn: answers nobody asked for");
+    assert_eq!(h.slot_state(0), SlotState::Error(slot_error::TORN), "torn: answers nobody asked for");
     let all = h.until_done(&[1, 2], 2_000_000);
     assert_eq!(done_of(&all, 1).status, CqeStatus::Fault);
     assert_eq!(done_of(&all, 2).status, CqeStatus::Ok, "the other slot kept serving");
@@ -97,7 +97,7 @@ fn a_load_with_a_step_outstanding_is_caught() {
     h.set(SlotRegs::of(0).ctrl.offset(), 1);
     assert_eq!(shutdown(&h, 0), 0x05, "a step outstanding");
     h.load(0, &fortunes().table.words, true);
-    assert_eq!(h.slot_state(0), SlotState::Error(2));
+    assert_eq!(h.slot_state(0), SlotState::Error(slot_error::TORN));
     let all = h.until_done(&[1], 100_000);
     assert_eq!(done_of(&all, 1).status, CqeStatus::Fault);
     assert_eq!(h.reg(REG_FAULT_CODE.offset()), FaultCode::DecoderFault as u32);

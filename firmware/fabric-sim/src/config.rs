@@ -110,7 +110,7 @@ pub struct SimConfig {
     #[arg(long, hide = true)]
     pub renumber_uio: bool,
     /// Report this shell version (MAJOR.MINOR), for testing refusals.
-    #[arg(long, default_value = "1.0", hide = true)]
+    #[arg(long, default_value = "1.1", hide = true)]
     pub shell_version: String,
     /// Report this MAGIC, for testing refusals.
     #[arg(long, default_value = "0x46414252", value_parser = parse_u32, hide = true)]

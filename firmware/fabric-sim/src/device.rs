@@ -24,6 +24,7 @@ use fabric_hw::dma::{decode_sync_command, DmaBuf, SyncDirection};
 use fabric_hw::mmio::{Mmio, RegisterWindow};
 use fabric_hw::shell::Counters;
 use fabric_model::ngram::Generator;
+use fabric_model::table::Table;
 use fabric_model::Model;
 
 use crate::config::SimConfig;
@@ -32,7 +33,11 @@ use crate::config::SimConfig;
 #[derive(Debug, Clone)]
 pub struct Loaded {
     pub model: Arc<Model>,
-    /// SHA-256 of the configuration image as it was streamed in.
+    /// The model as the fabric's engine reads it.
+    pub table: Arc<Table>,
+    /// What the slot reports in SLOT_HASH: its table's identity (contract
+    /// 1.1, section 7: logic in the fabric never sees the configuration
+    /// stream, so a module reports what it holds, not how it came).
     pub hash: [u8; 32],
     /// The overlay that programmed it, if any.
     pub overlay: Option<String>,
@@ -50,6 +55,15 @@ struct Slot {
     running: usize,
     /// Accepted contexts waiting for a lane, in order.
     waiting: VecDeque<usize>,
+    /// Quiesced: until when the tokens already under way are still being
+    /// made (the step outstanding on the slot's channels); none after.
+    draining_until: Option<Instant>,
+    /// Quiesced with nothing outstanding: SLOT_SHUTDOWN reads 0x0F.
+    shut: bool,
+    /// A load began while a step was outstanding: what comes up cannot be
+    /// trusted (slot_error::TORN), as on silicon, where the decoupler cuts
+    /// the transaction off.
+    torn: bool,
     /// Registers need rewriting.
     dirty: bool,
 }
@@ -294,11 +308,28 @@ impl Fabric {
     }
 
     /// Programs slot `s` directly (a boot image, or the end of a load).
-    pub fn set_slot(&mut self, s: usize, loaded: Option<Loaded>, state: SlotState) {
+    /// A load's start (`Loading`) while a step is outstanding tears the
+    /// slot: the load then ends in `Error(TORN)`.
+    pub fn set_slot(&mut self, s: usize, loaded: Option<Loaded>, mut state: SlotState) {
+        let now = Instant::now();
+        let outstanding = !self.slots[s].shut && self.slot_decoding(s, now);
         self.abort_slot(s);
         let slot = &mut self.slots[s];
+        match state {
+            SlotState::Loading => {
+                if outstanding {
+                    log::warn!("fabric-sim: slot {s} reprogrammed with a step outstanding: torn");
+                }
+                slot.torn = outstanding;
+            }
+            SlotState::Ready if slot.torn => {
+                state = SlotState::Error(slot_error::TORN);
+            }
+            _ => {}
+        }
         if state == SlotState::Ready && loaded.is_some() {
             slot.loads = slot.loads.wrapping_add(1);
+            slot.torn = false;
         }
         slot.loaded = loaded;
         slot.state = state;
@@ -324,6 +355,20 @@ impl Fabric {
         self.slots.len()
     }
 
+    /// Whether a token of slot `s` is under way at `now`: a running
+    /// context whose next token is not yet made, and that the slot, if
+    /// quiesced, still lets finish.
+    fn slot_decoding(&self, s: usize, now: Instant) -> bool {
+        let until = self.slots[s].draining_until;
+        self.ctxs.iter().flatten().any(|c| {
+            c.slot == s
+                && c.running
+                && !c.hung
+                && c.next_due > now
+                && until.is_none_or(|u| c.next_due <= u)
+        })
+    }
+
     /// Ends every request running in slot `s` with a fault (its logic is
     /// about to be replaced).
     fn abort_slot(&mut self, s: usize) {
@@ -344,10 +389,10 @@ impl Fabric {
         regs.active.device_write(&self.regs, slot.active);
         regs.shutdown.device_write(
             &self.regs,
-            if slot.quiesce && slot.active == 0 {
-                SHUTDOWN_DONE
-            } else {
-                0
+            match (slot.quiesce, slot.shut) {
+                (false, _) => 0,
+                (true, true) => SHUTDOWN_DONE,
+                (true, false) => SHUTDOWN_DRAINING,
             },
         );
         for (i, chunk) in hash.chunks_exact(4).enumerate() {
@@ -493,19 +538,27 @@ impl Fabric {
             }
         }
         self.control();
-        self.slot_control();
+        self.slot_control(now);
         if self.enabled {
             self.fetch(now);
             self.cancels(now);
             self.advance(now);
             self.post_pending();
         }
+        self.shutdowns(now);
         self.flush_slots();
         self.write_counters();
+        let slots = &self.slots;
         self.ctxs
             .iter()
             .flatten()
-            .filter(|c| !c.hung)
+            .filter(|c| {
+                let slot = &slots[c.slot];
+                // Paused by QUIESCE: nothing due until it is cleared.
+                let paused =
+                    slot.quiesce && slot.draining_until.is_none_or(|u| c.next_due > u);
+                !c.hung && !paused
+            })
             .map(|c| c.next_due)
             .min()
     }
@@ -578,12 +631,45 @@ impl Fabric {
         REG_STATUS.device_write(&self.regs, 1);
     }
 
-    fn slot_control(&mut self) {
+    /// QUIESCE stops the slot starting work, the way the DFX AXI Shutdown
+    /// Manager blocks new transactions: the tokens under way are finished
+    /// and the slot's contexts keep their requests, paused. Cleared, they
+    /// go on.
+    fn slot_control(&mut self, now: Instant) {
+        let decode = self.config.decode();
         for s in 0..self.slots.len() {
             let regs = SlotRegs::of(s);
             let quiesce = regs.ctrl.read(self.r()).is_set(SLOT_CTRL::QUIESCE);
-            if self.slots[s].quiesce != quiesce {
-                self.slots[s].quiesce = quiesce;
+            if self.slots[s].quiesce == quiesce {
+                continue;
+            }
+            self.slots[s].quiesce = quiesce;
+            self.slots[s].dirty = true;
+            if quiesce {
+                self.slots[s].draining_until = self
+                    .ctxs
+                    .iter()
+                    .flatten()
+                    .filter(|c| c.slot == s && c.running && !c.hung)
+                    .map(|c| c.next_due)
+                    .max();
+            } else {
+                self.slots[s].draining_until = None;
+                for c in self.ctxs.iter_mut().flatten() {
+                    if c.slot == s && c.running && c.next_due < now {
+                        c.next_due = now + decode;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether each quiesced slot has finished what was under way.
+    fn shutdowns(&mut self, now: Instant) {
+        for s in 0..self.slots.len() {
+            let shut = self.slots[s].quiesce && !self.slot_decoding(s, now);
+            if self.slots[s].shut != shut {
+                self.slots[s].shut = shut;
                 self.slots[s].dirty = true;
             }
         }
@@ -764,6 +850,11 @@ impl Fabric {
         for i in 0..self.ctxs.len() {
             while let Some(c) = self.ctxs[i].as_mut() {
                 if c.hung || !c.running || c.next_due > now {
+                    break;
+                }
+                // A quiesced slot makes only the tokens already under way.
+                let slot = &self.slots[c.slot];
+                if slot.quiesce && slot.draining_until.is_none_or(|u| c.next_due > u) {
                     break;
                 }
                 let token = c.generator.step(&c.model);

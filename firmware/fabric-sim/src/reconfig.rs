@@ -8,9 +8,10 @@
 //! and report the outcome in the same files: the overlay's `status`, the
 //! manager's `state`.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use fabric_hw::bitstream::idcode;
@@ -18,6 +19,7 @@ use fabric_hw::contract::SlotState;
 use fabric_hw::devtree::DtNode;
 use fabric_hw::Chain;
 use fabric_model::image;
+use fabric_model::table::Table;
 use sha2::{Digest, Sha256};
 
 use crate::config::SimConfig;
@@ -27,9 +29,9 @@ use crate::rules;
 use crate::{Shared, SimError};
 
 /// Slot error codes the shell reports when a load fails.
-const ERR_NO_IMAGE: u8 = 1;
-pub(crate) const ERR_BAD_IMAGE: u8 = 2;
-const ERR_PROGRAMMING: u8 = 3;
+use fabric_hw::contract::slot_error::{
+    BAD_IMAGE as ERR_BAD_IMAGE, NO_IMAGE as ERR_NO_IMAGE, PROGRAMMING as ERR_PROGRAMMING,
+};
 
 /// Reads an image as the device's configuration logic does, then decodes
 /// its model. The stream's IDCODE must be this device's, revision aside,
@@ -52,11 +54,30 @@ pub(crate) fn decode(
             config.part
         ));
     }
+    let table = table_of(bytes, &loaded.model)?;
     Ok(Loaded {
         model: Arc::new(loaded.model),
-        hash: Sha256::digest(bytes).into(),
+        hash: table.identity(),
+        table,
         overlay,
     })
+}
+
+/// The table of the model in `bytes`, built once per image in a process:
+/// a simulator loads the same few images again and again.
+fn table_of(bytes: &[u8], model: &fabric_model::Model) -> Result<Arc<Table>, String> {
+    static TABLES: OnceLock<Mutex<HashMap<[u8; 32], Arc<Table>>>> = OnceLock::new();
+    let key: [u8; 32] = Sha256::digest(bytes).into();
+    let tables = TABLES.get_or_init(Default::default);
+    if let Some(t) = tables.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+        return Ok(t.clone());
+    }
+    let table = Arc::new(Table::build(model).map_err(|e| format!("the model has no table: {e}"))?);
+    tables
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(key, table.clone());
+    Ok(table)
 }
 
 /// `--load SLOT=FILE`.

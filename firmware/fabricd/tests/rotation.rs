@@ -410,3 +410,42 @@ async fn full_reconfiguration_darkens_everything_but_the_daemon_answers() {
     assert_eq!(r.status, 200, "{}", r.text());
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_load_over_a_decoding_request_waits_for_the_slot_to_shut_down() {
+    // Tokens of 20 ms: the request decodes for about a second; the drain
+    // gives up after 100 ms and the load is forced over it. The shell must
+    // then be asked to stop and waited for (SLOT_SHUTDOWN 0x0F) before the
+    // kernel cuts the slot off: a token under way when the decoupler closes
+    // is a transaction lost, and the slot comes up torn.
+    let d = Daemon::start(
+        |s| {
+            s.pr_bytes_per_sec = 8_000_000;
+            s.decode_us = 20_000;
+        },
+        |c| c.rotation.drain_timeout_ms = 100,
+    )
+    .await;
+    let addr = d.addr;
+    let long = tokio::spawn(async move { post_json(addr, req("fortunes", 50)).await });
+    let start = Instant::now();
+    while d.sim.counters().active == 0 {
+        assert!(start.elapsed() < Duration::from_secs(5), "the request never started");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let r = control(
+        &d,
+        json!({"cmd": "load", "model": "kjv", "slot": 1, "force": true}),
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(slots(d.addr).await[1], ("kjv".into(), "ready".into()));
+    // The request it was forced over gets a typed answer, not a hang.
+    let reply = tokio::time::timeout(Duration::from_secs(10), long)
+        .await
+        .expect("an answer")
+        .expect("join");
+    assert!(reply.status >= 500, "{}", reply.status);
+    assert!(!reply.error_type().is_empty(), "a typed outcome");
+    d.stop().await;
+}

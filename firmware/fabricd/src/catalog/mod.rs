@@ -50,6 +50,8 @@ pub enum CatalogError {
     Tokenizer { path: PathBuf, reason: String },
     #[error("no model named {name:?} in the catalog (known: {known})")]
     UnknownModel { name: String, known: String },
+    #[error("model {model:?}: the manifest gives no identity (the SHA-256 of its table that a slot reports; `mktable` prints it) and none of its images holds a model to take it from")]
+    NoIdentity { model: String },
     #[error(transparent)]
     Gate(#[from] GateError),
 }
@@ -83,6 +85,12 @@ pub struct ModelEntry {
     pub description: String,
     pub tokenizer: String,
     pub tokenizer_sha256: String,
+    /// What a slot holding the model reports in SLOT_HASH: the SHA-256 of
+    /// its table (contract section 9). A simulator image holds its model,
+    /// so the catalog can take it from there when the manifest is silent;
+    /// a real bitstream cannot be read back, so its manifest must say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
     pub image: Vec<RawImage>,
 }
 
@@ -206,8 +214,11 @@ pub struct CatalogModel {
     pub images: Vec<ImageEntry>,
     /// The tokenizer, when its file checked out.
     pub tokenizer: Option<Arc<Tokenizer>>,
-    /// SHA-256s a shell may report for this model: each image's file and
-    /// its byte-swapped `.bin` form.
+    /// What a slot holding the model reports in SLOT_HASH.
+    pub identity: Option<String>,
+    /// SHA-256s a shell may report for this model: its identity, and for
+    /// shells of contract 1.0 each image's file and its byte-swapped `.bin`
+    /// form.
     pub hashes: Vec<String>,
     /// Why the model cannot be used, if it cannot.
     pub problem: Option<CatalogError>,
@@ -324,6 +335,7 @@ impl Catalog {
             description: entry.description.clone(),
             images: Vec::new(),
             tokenizer: None,
+            identity: entry.identity.clone().map(|i| i.trim().to_ascii_lowercase()),
             hashes: Vec::new(),
             problem: None,
         };
@@ -348,6 +360,9 @@ impl Catalog {
             let path = dir.join(&image.file);
             match read_checked(&path, &image.sha256) {
                 Ok(bytes) => {
+                    if model.identity.is_none() {
+                        model.identity = identity_of(&bytes);
+                    }
                     model.hashes.push(image.sha256.clone());
                     if let Ok(bin) = bitstream::to_bin(&bytes) {
                         model.hashes.push(sha256_hex(&bin));
@@ -377,6 +392,15 @@ impl Catalog {
             }
             model.images.push(image);
         }
+        match &model.identity {
+            Some(id) => model.hashes.push(id.clone()),
+            None if model.problem.is_none() => {
+                model.problem = Some(CatalogError::NoIdentity {
+                    model: model.name.to_string(),
+                })
+            }
+            None => {}
+        }
         if let Some(p) = &model.problem {
             log::warn!("catalog: model {} is unusable: {p}", model.name);
         }
@@ -405,6 +429,13 @@ impl Catalog {
             .iter()
             .find(|m| m.hashes.iter().any(|h| h == hash))
     }
+}
+
+/// The identity of the model a simulator image holds, if it holds one.
+fn identity_of(image: &[u8]) -> Option<String> {
+    let model = fabric_model::image::load(image).ok()?.model;
+    let table = fabric_model::table::Table::build(&model).ok()?;
+    Some(table.identity().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Reads a file and checks its SHA-256 against the manifest.
@@ -438,9 +469,15 @@ mod tests {
         assert!(cat.models.len() >= 2);
         for m in &cat.models {
             assert!(m.problem.is_none(), "{}: {:?}", m.name, m.problem);
-            assert_eq!(m.hashes.len(), 2 * m.images.len());
+            // Each image's file and .bin form, and the identity.
+            assert_eq!(m.hashes.len(), 2 * m.images.len() + 1);
+            // The manifest's identity is the table's of the model inside.
+            let bytes = fs::read(repo_bitstreams().join(&m.images[0].file)).expect("image");
+            assert_eq!(m.identity, identity_of(&bytes), "{}", m.name);
         }
         assert!(cat.by_hash(&cat.models[0].images[0].sha256).is_some());
+        let id = cat.models[0].identity.clone().expect("an identity");
+        assert_eq!(cat.by_hash(&id).map(|m| m.name.clone()), Some(cat.models[0].name.clone()));
         let err = cat.get("nope").expect_err("unknown");
         assert!(err.to_string().contains("kjv"), "{err}");
     }
@@ -448,10 +485,7 @@ mod tests {
     #[test]
     fn a_tampered_image_is_named_and_the_rest_still_loads() {
         let dir = tempfile::tempdir().expect("tempdir");
-        for entry in fs::read_dir(repo_bitstreams()).expect("read") {
-            let entry = entry.expect("entry");
-            fs::copy(entry.path(), dir.path().join(entry.file_name())).expect("copy");
-        }
+        copy_catalog(dir.path());
         let mut bit = fs::read(dir.path().join("kjv.bit")).expect("read");
         let last = bit.len() - 1;
         bit[last] ^= 0xff;
@@ -464,6 +498,64 @@ mod tests {
             "{text}"
         );
         assert!(cat.get("fortunes").expect("fortunes").problem.is_none());
+    }
+
+    fn copy_catalog(dir: &Path) {
+        for entry in fs::read_dir(repo_bitstreams()).expect("read") {
+            let entry = entry.expect("entry");
+            fs::copy(entry.path(), dir.join(entry.file_name())).expect("copy");
+        }
+    }
+
+    #[test]
+    fn an_identity_left_out_is_taken_from_the_model_in_the_image() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        copy_catalog(dir.path());
+        let shipped = Catalog::load(dir.path(), None).expect("catalog");
+        let path = dir.path().join(MANIFEST);
+        let text = fs::read_to_string(&path).expect("read");
+        let without: String = text
+            .lines()
+            .filter(|l| !l.starts_with("identity"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        fs::write(&path, without).expect("write");
+        let cat = Catalog::load(dir.path(), None).expect("catalog");
+        for (m, s) in cat.models.iter().zip(&shipped.models) {
+            assert!(m.problem.is_none(), "{:?}", m.problem);
+            assert_eq!(m.identity, s.identity);
+        }
+    }
+
+    #[test]
+    fn a_model_with_no_identity_to_be_had_is_unusable_and_says_why() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        copy_catalog(dir.path());
+        let path = dir.path().join(MANIFEST);
+        let text = fs::read_to_string(&path).expect("read");
+        // A real bitstream holds no model the catalog could read: here,
+        // images whose frame data is not a model (the gate does not look).
+        let mut text: String = text
+            .lines()
+            .filter(|l| !l.starts_with("identity"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        for file in ["kjv.bit", "kjv-full.bit"] {
+            let mut bit = fs::read(dir.path().join(file)).expect("read");
+            let old = sha256_hex(&bit);
+            let at = bit
+                .windows(8)
+                .position(|w| w == b"FBRMODL1")
+                .expect("the model's frames");
+            bit[at] = b'X';
+            fs::write(dir.path().join(file), &bit).expect("write");
+            text = text.replace(&old, &sha256_hex(&bit));
+        }
+        fs::write(&path, text).expect("write");
+        let cat = Catalog::load(dir.path(), None).expect("catalog");
+        let kjv = cat.get("kjv").expect("kjv");
+        let problem = kjv.problem.as_ref().expect("unusable").to_string();
+        assert!(problem.contains("no identity") && problem.contains("mktable"), "{problem}");
     }
 
     #[test]

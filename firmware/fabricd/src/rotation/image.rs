@@ -16,8 +16,11 @@ pub(super) struct Checked {
     pub file: String,
     /// The configuration data as the manager loads it (byte-swapped).
     pub bin: Vec<u8>,
-    /// SHA-256 of `bin`: what the shell reports once the image is in.
+    /// SHA-256 of `bin`, for the load's report.
     pub sha256: String,
+    /// What the slot reports in SLOT_HASH once the image is in: the
+    /// model's identity.
+    pub identity: String,
 }
 
 /// Checks `model`'s image of `kind` for `slot`: the manifest's shell is
@@ -68,7 +71,18 @@ pub(super) fn check(
         source,
     })?;
     let sha256 = catalog::sha256_hex(&bin);
-    Ok(Checked { file, bin, sha256 })
+    let identity = model
+        .identity
+        .clone()
+        .ok_or_else(|| catalog::CatalogError::NoIdentity {
+            model: model.name.to_string(),
+        })?;
+    Ok(Checked {
+        file,
+        bin,
+        sha256,
+        identity,
+    })
 }
 
 /// Writes `bytes` to `path` durably: a temporary file, synced, renamed.

@@ -56,7 +56,7 @@ impl Rotator {
             .clone()
             .ok_or(RotationError::Internal("no overlays".into()))?;
         let (quiesce, apply) = (self.config.quiesce_timeout, self.config.apply_timeout);
-        let expected = checked.sha256.clone();
+        let expected = checked.identity.clone();
         blocking(move || {
             shell
                 .quiesce(slot, quiesce)
@@ -80,7 +80,7 @@ impl Rotator {
         let firmware = format!("{FIRMWARE_SUBDIR}/staged/{name}");
         let timeout = self.config.full_timeout;
         let shell = self.shell.clone();
-        let expected = checked.sha256.clone();
+        let expected = checked.identity.clone();
         let root = self.root.clone();
         let staged_dtbo = self.staged_dir().join("shell-full.dtbo");
         blocking(move || {
