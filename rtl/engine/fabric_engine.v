@@ -29,6 +29,8 @@ module fabric_engine #(
     input  wire          reload,
     // The table's header checked out; identity = words 8..15.
     output reg           table_ok,
+    // Word 0 reads zero: no module in the slot (a blank region), not a bad one.
+    output reg           table_blank,
     output reg  [255:0]  identity,
 
     input  wire          req_valid,
@@ -145,7 +147,10 @@ module fabric_engine #(
                 end
                 S_HDR_USE: begin
                     case (hdr_i)
-                        4'd0: table_ok <= (mem_data == MAGIC);
+                        4'd0: begin
+                            table_ok <= (mem_data == MAGIC);
+                            table_blank <= (mem_data == 32'd0);
+                        end
                         4'd2: uni_first <= mem_data;
                         4'd3: uni_n <= mem_data;
                         4'd4: bi_base <= mem_data;

@@ -48,6 +48,7 @@ module fabric_decoupler (
     output wire         sh_rsp_fault,
     input  wire         sh_reload,
     output wire         sh_table_ok,
+    output wire         sh_table_blank,
     output wire [255:0] sh_identity,
 
     // Slot side.
@@ -59,6 +60,7 @@ module fabric_decoupler (
     input  wire         rp_rsp_fault,
     output wire         rp_reload,
     input  wire         rp_table_ok,
+    input  wire         rp_table_blank,
     input  wire [255:0] rp_identity
 );
     wire        reg_we, reg_re;
@@ -93,6 +95,7 @@ module fabric_decoupler (
     assign sh_rsp_token = decoupled ? 32'd0 : rp_rsp_token;
     assign sh_rsp_fault = !decoupled && rp_rsp_fault;
     assign sh_table_ok = !decoupled && rp_table_ok;
+    assign sh_table_blank = !decoupled && rp_table_blank;
     assign sh_identity = decoupled ? 256'd0 : rp_identity;
     assign rp_req_valid = !decoupled && sh_req_valid;
     assign rp_rsp_ready = !decoupled && sh_rsp_ready;

@@ -97,6 +97,7 @@ module fabric_shell #(
     input  wire [SLOTS-1:0]     slot_rsp_fault,
     output reg  [SLOTS-1:0]     slot_reload,
     input  wire [SLOTS-1:0]     slot_table_ok,
+    input  wire [SLOTS-1:0]     slot_table_blank,
     input  wire [SLOTS*256-1:0] slot_identity,
     input  wire [SLOTS-1:0]     slot_decoupled
 );
@@ -201,7 +202,7 @@ module fabric_shell #(
     reg [7:0]   sl_err [0:SLOTS-1];
     reg [31:0]  sl_loads [0:SLOTS-1];
     reg [255:0] sl_hash [0:SLOTS-1];
-    reg [SLOTS-1:0] sl_dec_seen, sl_kill, sl_torn, sl_settling, sl_loaded_once;
+    reg [SLOTS-1:0] sl_dec_seen, sl_kill, sl_torn, sl_settling;
     reg [1:0]   sl_settle [0:SLOTS-1];
     reg [SLOTS-1:0] sl_busy_step;       // a step is outstanding to the slot
 
@@ -528,7 +529,6 @@ module fabric_shell #(
             sl_torn <= {SLOTS{1'b0}};
             // Power-on: every slot reads its table, as after a load.
             sl_settling <= {SLOTS{1'b1}};
-            sl_loaded_once <= {SLOTS{1'b0}};
             sl_busy_step <= {SLOTS{1'b0}};
             slot_req_valid <= {SLOTS{1'b0}};
             slot_rsp_ready <= {SLOTS{1'b0}};
@@ -585,7 +585,6 @@ module fabric_shell #(
                     slot_reload[e] <= 1'b1;
                     sl_settling[e] <= 1'b1;
                     sl_settle[e] <= 2'd0;
-                    sl_loaded_once[e] <= 1'b1;
                 end
                 // An answer with no step outstanding: what a slot reprogrammed
                 // while coupled drives.
@@ -611,8 +610,10 @@ module fabric_shell #(
                             sl_hash[e] <= slot_identity[256 * e +: 256];
                             sl_loads[e] <= sl_loads[e] + 32'd1;
                         end else begin
-                            sl_state[e] <= sl_loaded_once[e] ? SL_ERROR : SL_EMPTY;
-                            sl_err[e] <= sl_loaded_once[e] ? SE_NO_TABLE : 8'd0;
+                            // A blank region holds no module; anything
+                            // else without a table is a bad image.
+                            sl_state[e] <= slot_table_blank[e] ? SL_EMPTY : SL_ERROR;
+                            sl_err[e] <= slot_table_blank[e] ? 8'd0 : SE_NO_TABLE;
                             sl_hash[e] <= 256'd0;
                         end
                     end

@@ -67,6 +67,7 @@ module fabric_cosim #(
     output wire [SLOTS-1:0]   decoupled
 );
     wire [SLOTS-1:0]     req_valid, req_ready, rsp_valid, rsp_ready, rsp_fault, reload, table_ok;
+    wire [SLOTS-1:0]     table_blank;
     wire [31:0]          step_a, step_b, step_draw;
     wire                 step_greedy;
     wire [19:0]          step_inv_t;
@@ -106,6 +107,7 @@ module fabric_cosim #(
         .step_greedy(step_greedy), .step_inv_t(step_inv_t),
         .slot_rsp_valid(rsp_valid), .slot_rsp_ready(rsp_ready), .slot_rsp_token(rsp_token),
         .slot_rsp_fault(rsp_fault), .slot_reload(reload), .slot_table_ok(table_ok),
+        .slot_table_blank(table_blank),
         .slot_identity(identity), .slot_decoupled(decoupled)
     );
 
@@ -118,10 +120,10 @@ module fabric_cosim #(
     generate
         for (g = 0; g < SLOTS; g = g + 1) begin : slot
             wire         rp_req_valid, rp_req_ready, rp_rsp_ready, rp_rsp_valid, rp_rsp_fault;
-            wire         rp_reload, rp_table_ok;
+            wire         rp_reload, rp_table_ok, rp_table_blank;
             wire [31:0]  rp_rsp_token;
             wire [255:0] rp_identity;
-            wire         m_req_ready, m_rsp_valid, m_rsp_fault, m_table_ok;
+            wire         m_req_ready, m_rsp_valid, m_rsp_fault, m_table_ok, m_table_blank;
             wire [31:0]  m_rsp_token;
             wire [255:0] m_identity;
 
@@ -139,11 +141,13 @@ module fabric_cosim #(
                 .sh_rsp_ready(rsp_ready[g]), .sh_rsp_valid(rsp_valid[g]),
                 .sh_rsp_token(rsp_token[32 * g +: 32]), .sh_rsp_fault(rsp_fault[g]),
                 .sh_reload(reload[g]), .sh_table_ok(table_ok[g]),
+                .sh_table_blank(table_blank[g]),
                 .sh_identity(identity[256 * g +: 256]),
                 .rp_req_valid(rp_req_valid), .rp_req_ready(rp_req_ready),
                 .rp_rsp_ready(rp_rsp_ready), .rp_rsp_valid(rp_rsp_valid),
                 .rp_rsp_token(rp_rsp_token), .rp_rsp_fault(rp_rsp_fault),
-                .rp_reload(rp_reload), .rp_table_ok(rp_table_ok), .rp_identity(rp_identity)
+                .rp_reload(rp_reload), .rp_table_ok(rp_table_ok),
+                .rp_table_blank(rp_table_blank), .rp_identity(rp_identity)
             );
 
             fabric_slot #(.TABLE_WORDS(TABLE_WORDS)) rm (
@@ -153,7 +157,8 @@ module fabric_cosim #(
                 .req_greedy(step_greedy), .req_inv_t(step_inv_t),
                 .rsp_valid(m_rsp_valid), .rsp_ready(rp_rsp_ready),
                 .rsp_token(m_rsp_token), .rsp_fault(m_rsp_fault),
-                .reload(1'b0), .table_ok(m_table_ok), .identity(m_identity)
+                .reload(1'b0), .table_ok(m_table_ok), .table_blank(m_table_blank),
+                .identity(m_identity)
             );
 
             assign rp_req_ready = pr_active[g] ? lfsr[g] : m_req_ready;
@@ -161,6 +166,7 @@ module fabric_cosim #(
             assign rp_rsp_token = pr_active[g] ? lfsr : m_rsp_token;
             assign rp_rsp_fault = pr_active[g] ? lfsr[g + 7] : m_rsp_fault;
             assign rp_table_ok = pr_active[g] ? lfsr[g + 11] : m_table_ok;
+            assign rp_table_blank = pr_active[g] ? lfsr[g + 13] : m_table_blank;
             assign rp_identity = pr_active[g] ? {8{lfsr}} : m_identity;
         end
     endgenerate

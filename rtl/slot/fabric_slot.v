@@ -32,6 +32,7 @@ module fabric_slot #(
     output wire         rsp_fault,
     input  wire         reload,
     output wire         table_ok,
+    output wire         table_blank,
     output wire [255:0] identity
 );
     reg [31:0] table_mem [0:TABLE_WORDS-1];
@@ -64,7 +65,7 @@ module fabric_slot #(
 
     fabric_engine #(.AW(AW)) engine (
         .clk(clk), .rst(rst), .reload(reload),
-        .table_ok(table_ok), .identity(identity),
+        .table_ok(table_ok), .table_blank(table_blank), .identity(identity),
         .req_valid(req_valid), .req_ready(req_ready),
         .req_a(req_a), .req_b(req_b), .req_draw(req_draw),
         .req_greedy(req_greedy), .req_inv_t(req_inv_t),

@@ -109,6 +109,11 @@ pub struct SimConfig {
     /// it does: for testing that the daemon finds it again by name.
     #[arg(long, hide = true)]
     pub renumber_uio: bool,
+    /// The shell and the slots as the RTL (`rtl/`), Verilated, behind the
+    /// same board files (needs fabric-sim built with the `rtl` feature;
+    /// `FABRICD_SIM_RTL=1` in the environment does the same).
+    #[arg(long)]
+    pub rtl: bool,
     /// Report this shell version (MAJOR.MINOR), for testing refusals.
     #[arg(long, default_value = "1.1", hide = true)]
     pub shell_version: String,

@@ -233,6 +233,9 @@ pub struct Fabric {
     dark_until: Option<Instant>,
     /// The image a full reconfiguration will leave in slot 0.
     after_dark: Option<Option<Loaded>>,
+    /// `--rtl`: the Verilated RTL does what this model does otherwise.
+    #[cfg(feature = "rtl")]
+    rtl: Option<crate::rtl::RtlDevice>,
 }
 
 impl Fabric {
@@ -259,10 +262,58 @@ impl Fabric {
             stats: SimStats::default(),
             dark_until: None,
             after_dark: None,
+            #[cfg(feature = "rtl")]
+            rtl: config.rtl.then(|| crate::rtl::RtlDevice::new(&config)),
             config,
         };
         f.power_on();
         f
+    }
+
+    /// The RTL, the device's view of DDR and the register file, borrowed
+    /// together.
+    #[cfg(feature = "rtl")]
+    fn with_rtl<T>(
+        &mut self,
+        f: impl FnOnce(&mut crate::rtl::RtlDevice, &mut crate::rtl::DeviceMemory<'_>, &Mmio) -> T,
+    ) -> Option<T> {
+        let rtl = self.rtl.as_mut()?;
+        let r: &dyn RegisterWindow = &self.regs;
+        let cq_base = u64::from(REG_CQ_BASE_LO.get(r)) | (u64::from(REG_CQ_BASE_HI.get(r)) << 32);
+        let cq_len = u64::from(REG_CQ_ENTRIES.get(r)) * CQE_LEN as u64;
+        let mut mem = crate::rtl::DeviceMemory {
+            dram: &mut self.dram,
+            cpu: &self.cpu_view,
+            coherent: self.config.dma_coherent,
+            phys: self.config.dma_phys,
+            completions: cq_base..cq_base.saturating_add(cq_len),
+            corrupt: &mut self.faults.corrupt,
+            stale: &mut self.stats.stale_descriptors,
+        };
+        Some(f(rtl, &mut mem, &self.regs))
+    }
+
+    /// `set_slot` for the RTL: the load's steps as the kernel and the
+    /// configuration port take them.
+    #[cfg(feature = "rtl")]
+    fn rtl_set_slot(&mut self, s: usize, loaded: Option<Loaded>, state: SlotState) {
+        let table = loaded.as_ref().map(|l| l.table.clone());
+        self.slots[s].loaded = loaded;
+        self.with_rtl(|rtl, mem, regs| {
+            if !rtl.decoupled(s) {
+                rtl.begin_load(mem, regs, s);
+            }
+            match state {
+                SlotState::Loading => {}
+                SlotState::Ready => rtl.end_load(mem, regs, s, table.as_deref(), true),
+                // Whatever failed left no module the shell can use.
+                SlotState::Error(_) | SlotState::Unknown(_) => {
+                    let junk = Table { words: vec![0xDEAD_BEEF] };
+                    rtl.end_load(mem, regs, s, Some(&junk), true)
+                }
+                SlotState::Empty => rtl.end_load(mem, regs, s, None, true),
+            }
+        });
     }
 
     fn r(&self) -> &dyn RegisterWindow {
@@ -305,12 +356,18 @@ impl Fabric {
         for s in 0..self.slots.len() {
             self.write_slot(s);
         }
+        #[cfg(feature = "rtl")]
+        self.with_rtl(|rtl, mem, regs| rtl.power_on(mem, regs));
     }
 
     /// Programs slot `s` directly (a boot image, or the end of a load).
     /// A load's start (`Loading`) while a step is outstanding tears the
     /// slot: the load then ends in `Error(TORN)`.
     pub fn set_slot(&mut self, s: usize, loaded: Option<Loaded>, mut state: SlotState) {
+        #[cfg(feature = "rtl")]
+        if self.rtl.is_some() {
+            return self.rtl_set_slot(s, loaded, state);
+        }
         let now = Instant::now();
         let outstanding = !self.slots[s].shut && self.slot_decoding(s, now);
         self.abort_slot(s);
@@ -347,6 +404,10 @@ impl Fabric {
 
     /// Slot `s`'s state.
     pub fn slot_state(&self, s: usize) -> SlotState {
+        #[cfg(feature = "rtl")]
+        if self.rtl.is_some() {
+            return SlotState::decode(SlotRegs::of(s).state.read(&self.regs));
+        }
         self.slots[s].state
     }
 
@@ -430,6 +491,10 @@ impl Fabric {
 
     /// The shell's counters.
     pub fn counters(&self) -> Counters {
+        #[cfg(feature = "rtl")]
+        if self.rtl.is_some() {
+            return crate::rtl::counters(&self.regs);
+        }
         self.counters
     }
 
@@ -467,10 +532,7 @@ impl Fabric {
         if end > self.dram.len() || start > end {
             return false;
         }
-        let on_sq = self
-            .sq
-            .as_ref()
-            .is_some_and(|sq| start < sq.base + sq.entries as usize * SQE_LEN && end > sq.base);
+        let on_sq = self.submission_ring().is_some_and(|(base, len)| start < base + len && end > base);
         if for_device && on_sq && take(&mut self.faults.refuse_ring_sync) {
             return false;
         }
@@ -491,6 +553,21 @@ impl Fabric {
                     .write(start as u64, &self.dram[start..end])
                     .is_ok()
         }
+    }
+
+    /// Where the submission ring lies in the buffer (offset and length):
+    /// the model's, or with the RTL as the host programmed it.
+    fn submission_ring(&self) -> Option<(usize, usize)> {
+        #[cfg(feature = "rtl")]
+        if self.rtl.is_some() {
+            let r = self.r();
+            let base = u64::from(REG_SQ_BASE_LO.get(r)) | (u64::from(REG_SQ_BASE_HI.get(r)) << 32);
+            let len = u64::from(REG_SQ_ENTRIES.get(r)) * SQE_LEN as u64;
+            return self.dram_offset(base, len).map(|at| (at, len as usize));
+        }
+        self.sq
+            .as_ref()
+            .map(|sq| (sq.base, sq.entries as usize * SQE_LEN))
     }
 
     /// Copies the whole CPU view into DRAM (a coherent buffer has no cache
@@ -536,6 +613,10 @@ impl Fabric {
             if let Some(Some(image)) = self.after_dark.take() {
                 self.set_slot(0, Some(image), SlotState::Ready);
             }
+        }
+        #[cfg(feature = "rtl")]
+        if let Some(busy) = self.with_rtl(|rtl, mem, regs| rtl.tick(mem, regs)) {
+            return busy.then_some(now);
         }
         self.control();
         self.slot_control(now);
@@ -965,6 +1046,10 @@ impl Fabric {
 
     /// Whether the interrupt condition holds.
     pub fn irq_level(&self) -> bool {
+        #[cfg(feature = "rtl")]
+        if let Some(rtl) = &self.rtl {
+            return rtl.irq();
+        }
         let r = self.r();
         let control = REG_CONTROL.read(r);
         self.enabled

@@ -18,6 +18,8 @@
 //!   function; reconfiguration and layout follow them.
 //! - [`kernel`]: `--kernel`, the same fabric behind a real kernel's objects,
 //!   in the real-kernel rig.
+//! - `rtl` (feature `rtl`): `--rtl`, the shell and slots as the Verilated
+//!   RTL instead of [`device`]'s Rust model, behind the same files.
 //!
 //! # Threads
 //! The sequencer thread runs [`device::Fabric::tick`] at least every poll
@@ -35,6 +37,8 @@ mod irq;
 pub mod kernel;
 pub mod layout;
 mod reconfig;
+#[cfg(feature = "rtl")]
+mod rtl;
 pub mod rules;
 mod watch;
 
@@ -122,8 +126,19 @@ impl std::fmt::Debug for Simulator {
 
 impl Simulator {
     /// Lays out the root and starts the fabric.
-    pub fn start(config: SimConfig) -> Result<Simulator, SimError> {
+    pub fn start(mut config: SimConfig) -> Result<Simulator, SimError> {
         config.device()?;
+        if std::env::var_os("FABRICD_SIM_RTL").is_some_and(|v| v == "1") {
+            config.rtl = true;
+        }
+        if config.rtl {
+            #[cfg(feature = "rtl")]
+            rtl::check(&config).map_err(SimError::Config)?;
+            #[cfg(not(feature = "rtl"))]
+            return Err(SimError::Config(
+                "--rtl: this fabric-sim was built without the `rtl` feature (cargo build --features rtl, with Verilator installed)".into(),
+            ));
+        }
         if config.slots == 0 || usize::from(config.slots) > fabric_hw::contract::MAX_SLOTS {
             return Err(SimError::Config(format!(
                 "--slots must be 1..={}",
@@ -155,7 +170,6 @@ impl Simulator {
             .map_err(|e| SimError::Map(format!("{}: {e}", paths.regs.display())))?;
         let regs = Mmio::map(&regs_file, &paths.regs, 0, 0, WINDOW_LEN)
             .map_err(|e| SimError::Map(fabric_hw::Chain(&e).to_string()))?;
-        let mut config = config;
         let cpu_view = if config.uio_buffer {
             // Uncached: no cache stands between the two sides.
             config.dma_coherent = true;
