@@ -6,8 +6,8 @@ the tree's layout and names as Buildroot requires them, that every
 package names its license files (and a local package's are here), that
 every file a defconfig names exists, that the kernel fragment turns on what fabricd
 needs, and that the image has its three partitions. The checks with a real
-Buildroot (make <defconfig>, check-dotconfig.py, check-package) are in the
-README, with their results.
+Buildroot (make <defconfig>, check-dotconfig.py, check-package) are in
+docs/board.md, with their results.
 
 Prints one line per problem and exits 1 if there is any.
 """

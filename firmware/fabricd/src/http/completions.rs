@@ -181,7 +181,7 @@ pub(super) async fn completions<B: RequestBody>(
     // a statement of its own: a temporary in a `match` scrutinee lives to
     // the end of the match, across the await, so the unboxed future would
     // sit inside this one, which hyper moves into place for every request
-    // (the README's design notes have the sizes).
+    // (docs/design.md's design notes have the sizes).
     let admission = match check_head(app, req.headers()) {
         // Only the body goes on: the request's head is freed now, and the
         // futures below do not carry it (small enough that the box comes

@@ -72,7 +72,7 @@ impl Completion<'_> {
     ///
     /// By hand because every request sends one: serde's derived path
     /// escapes each of the twenty-odd constant keys byte by byte, a
-    /// noticeable share of a request's work (README, design notes). The
+    /// noticeable share of a request's work (docs/design.md, design notes). The
     /// keys are written as they are; every value still goes through
     /// serde_json.
     pub fn write_json(&self, out: &mut Vec<u8>) {

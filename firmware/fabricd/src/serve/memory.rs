@@ -83,7 +83,7 @@ pub async fn give_back(load: impl Fn() -> u64, stop: CancellationToken) {
 /// Keeps every thread's allocations in one arena. glibc gives a thread
 /// that finds an arena's lock taken an arena of its own (up to eight a
 /// core), where what threads that then sleep (blocking work, the
-/// simulator's) freed can stay; the README's design notes say what was
+/// simulator's) freed can stay; docs/design.md's design notes say what was
 /// measured. The daemon serves
 /// from one thread, so the one lock is seldom contended. Called before the
 /// runtime and the simulator start their threads. An operator's own

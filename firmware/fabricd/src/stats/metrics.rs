@@ -247,7 +247,7 @@ impl Metrics {
     }
 }
 
-/// The typing features' metrics (README, "The HTTP API").
+/// The typing features' metrics (docs/api.md, "Endpoints").
 fn render_typing(out: &mut String, s: TypingCounts, f: &Figures) {
     let mut one = |name: &str, kind: &str, help: &str, v: u64| {
         let _ = writeln!(
