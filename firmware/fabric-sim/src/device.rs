@@ -159,7 +159,7 @@ impl IrqLine {
     /// Takes the unmask writes that came since the last look, without
     /// waiting. Nothing sleeps on the socket: a thread blocked in `read`
     /// would be woken by every unmask, and that wake-up is done in, and
-    /// charged to, the daemon's `write` (README, design notes), which on
+    /// charged to, the daemon's `write` (docs/design.md, "The simulator"), which on
     /// silicon is a register write in the kernel's UIO handler. The sequencer looks at every tick, so an unmask
     /// takes effect within a poll interval, as a doorbell does; it looks only
     /// while the line is masked, so an idle fabric makes no system calls.
