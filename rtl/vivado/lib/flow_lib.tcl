@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+#
+# The DFX flow's plain Tcl: its arguments, its sources, the black-box
+# definition of the slot, the configurations and the images' names. None of
+# it calls Vivado, so tests/vivado-flow.sh runs it for real under tclsh, not
+# against stubs.
+
+namespace eval fabric {
+    # The reconfigurable partitions: cells of fabric_top, each an instance of
+    # fabric_slot (rtl/top/fabric_top.v).
+    variable rp_cells {slot0 slot1}
+    variable rm_module fabric_slot
+    variable top_module fabric_top
+}
+
+# Parses the flow's -tclargs into a dict; errors name the argument.
+#   --board NAME        kv260 or zed (rtl/vivado/boards/NAME.tcl)
+#   --rtl DIR           the RTL tree (default: rtl/, beside this directory)
+#   --work DIR          checkpoints, reports, generated sources
+#   --out DIR           the catalog's images
+#   --interface-id HEX  the shell's interface id, written as each image's UserID
+#   --model NAME HEX WORDS   a model: its table for $readmemh and its size
+#                       in 32-bit words (repeat; order is the catalog's)
+proc fabric::parse_args {argv} {
+    set here [file dirname [file dirname [file normalize [info script]]]]
+    set a [dict create board "" rtl [file dirname $here] work "" out "" \
+        interface_id "" models {}]
+    while {[llength $argv] > 0} {
+        set argv [lassign $argv opt]
+        switch -- $opt {
+            --board - --rtl - --work - --out - --interface-id {
+                if {[llength $argv] < 1} { error "flow: $opt needs a value" }
+                set argv [lassign $argv value]
+                dict set a [string map {- _} [string range $opt 2 end]] $value
+            }
+            --model {
+                if {[llength $argv] < 3} { error "flow: --model needs NAME HEX WORDS" }
+                set argv [lassign $argv name hex words]
+                if {![regexp {^[A-Za-z0-9][A-Za-z0-9_.-]*$} $name]} {
+                    error "flow: model name '$name' is not a plain name"
+                }
+                # Decimal only: synth_design -generic binds 0x... as a string.
+                if {![string is digit -strict $words] || $words == 0} {
+                    error "flow: model $name: WORDS '$words' is not a positive decimal count"
+                }
+                if {![file readable $hex]} {
+                    error "flow: model $name: no table at $hex"
+                }
+                foreach m [dict get $a models] {
+                    if {[lindex $m 0] eq $name} { error "flow: model $name given twice" }
+                }
+                dict lappend a models [list $name [file normalize $hex] $words]
+            }
+            default { error "flow: unknown argument '$opt'" }
+        }
+    }
+    foreach key {board work out interface_id} {
+        if {[dict get $a $key] eq ""} {
+            error "flow: --[string map {_ -} $key] is required"
+        }
+    }
+    if {![regexp {^0x[0-9A-Fa-f]{8}$} [dict get $a interface_id]]} {
+        error "flow: --interface-id '[dict get $a interface_id]' is not 0x followed by 8 hex digits"
+    }
+    if {[llength [dict get $a models]] == 0} { error "flow: no --model given" }
+    foreach key {rtl work out} { dict set a $key [file normalize [dict get $a $key]] }
+    return $a
+}
+
+# The Verilog of a directory, sorted so that runs read it in one order.
+proc fabric::verilog_in {dir} {
+    lsort [glob -nocomplain -directory $dir -types f *.v *.sv]
+}
+
+# The sources by partition: the static design (the board top and the
+# shell, decouplers included) and the reconfigurable module (the slot and
+# its engine); rtl/sim and rtl/formal are the simulators' and the provers'.
+proc fabric::sources {rtl} {
+    variable top_module
+    set top [file join $rtl top $top_module.v]
+    if {![file exists $top]} {
+        error "flow: the board top $top is missing (module $top_module: the PS block design, the shell, cells slot0 and slot1)"
+    }
+    set static [concat [verilog_in [file join $rtl top]] [verilog_in [file join $rtl shell]]]
+    set rm [concat [verilog_in [file join $rtl slot]] [verilog_in [file join $rtl engine]]]
+    if {[llength $rm] == 0} { error "flow: no Verilog in $rtl/slot and $rtl/engine" }
+    set incdirs {}
+    foreach d {top shell slot engine} {
+        if {[file isdirectory [file join $rtl $d]]} { lappend incdirs [file join $rtl $d] }
+    }
+    return [dict create static $static rm $rm incdirs $incdirs]
+}
+
+# Writes the black-box definition of the reconfigurable module that the
+# static design is synthesized against (UG909, "Synthesis": the static is
+# synthesized with "black box module definitions for RMs"; UG901, "Black
+# Boxes": `(* black_box *) module ...`). It is the module's own header,
+# parameters and ports, taken from its source, so it cannot drift from it.
+proc fabric::black_box_stub {rtl out} {
+    variable rm_module
+    set src [file join $rtl slot $rm_module.v]
+    set f [open $src]
+    set text [read $f]
+    close $f
+    # Comments first: a `);` or `;` in one must not end the header.
+    regsub -all {/\*.*?\*/} $text {} text
+    regsub -all {//[^\n]*} $text {} text
+    if {![regexp "module\\s+$rm_module\\M\[^;\]*;" $text header]} {
+        error "flow: no 'module $rm_module ... ;' header in $src"
+    }
+    if {![string match *(* $header]} {
+        error "flow: the header of $rm_module in $src has no port list"
+    }
+    file mkdir [file dirname $out]
+    set f [open $out w]
+    puts $f "// Generated by rtl/vivado/lib/flow_lib.tcl from $src: the"
+    puts $f "// reconfigurable module as a black box, for the static design's synthesis."
+    puts $f "(* black_box *) $header"
+    puts $f "endmodule"
+    close $f
+    return $out
+}
+
+# The configurations to implement, each a dict {name slots}, slots naming
+# the model per RP cell. Model i goes into slot0 of configuration i and
+# model i+1 (wrapping) into slot1, so that every (slot, model) pair is
+# implemented once and each model's full image (configuration i) holds it
+# in slot 0, which is what the catalog's full images say (slots = [0]).
+# The grey box (both slots' ports buffered, no module; UG909, "Grey box")
+# is added last: a configuration that pr_verify compares even when a board
+# has one model, and a blank partial image per slot.
+proc fabric::configurations {models} {
+    variable rp_cells
+    set n [llength $models]
+    set configs {}
+    for {set i 0} {$i < $n} {incr i} {
+        set slots {}
+        set names {}
+        set k 0
+        foreach cell $rp_cells {
+            set m [lindex $models [expr {($i + $k) % $n}] 0]
+            dict set slots $cell $m
+            lappend names $m
+            incr k
+        }
+        lappend configs [dict create name "config[expr {$i + 1}]_[join $names _]" slots $slots]
+    }
+    set slots {}
+    foreach cell $rp_cells { dict set slots $cell "" }
+    lappend configs [dict create name grey_box slots $slots]
+    return $configs
+}
+
+# The catalog's file names: a model's partial image for an RP cell, its
+# full image, a grey box's partial image. scripts/build-bitstreams lists
+# what the flow wrote (images.tsv), so these names live here only.
+proc fabric::partial_name {model cell} { return "$model-$cell.bit" }
+proc fabric::full_name {model} { return "$model-full.bit" }
+proc fabric::blank_name {cell} { return "blank-$cell.bit" }
