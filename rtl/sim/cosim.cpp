@@ -43,6 +43,8 @@ struct fcs {
     bool w_resp;
     int w_err;
     bool b_pending;
+    // Steps each slot may still take; negative: no limit.
+    int64_t credits[8];
 };
 
 static void half(fcs* f, int clk) {
@@ -68,6 +70,10 @@ static void cycle(fcs* f) {
         t->m_rresp = 0;
         t->m_rlast = 0;
     }
+    unsigned gate = 0;
+    for (unsigned s = 0; s < 8; s++)
+        if (f->credits[s] != 0) gate |= 1u << s;
+    t->step_gate = gate;
     t->m_awready = !f->writing && !f->b_pending;
     t->m_wready = f->writing;
     t->m_bvalid = f->b_pending;
@@ -84,7 +90,10 @@ static void cycle(fcs* f) {
     uint32_t wdata = t->m_wdata;
     bool wlast = t->m_wlast;
     bool b = t->m_bvalid;  // the master always takes B
+    unsigned taken = t->step_taken;
     half(f, 1);
+    for (unsigned s = 0; s < 8; s++)
+        if ((taken >> s) & 1 && f->credits[s] > 0) f->credits[s]--;
     f->cycles++;
     if (f->reading && f->r_wait > 0) f->r_wait--;
     if (r) {
@@ -122,6 +131,7 @@ fcs* fcs_new(unsigned read_latency) {
     f->context = new VerilatedContext();
     f->top = new Vfabric_cosim(f->context, "fabric");
     f->read_latency = read_latency;
+    for (unsigned s = 0; s < 8; s++) f->credits[s] = -1;
     f->top->rst = 1;
     for (int i = 0; i < 8; i++) cycle(f);
     f->top->rst = 0;
@@ -219,6 +229,15 @@ uint32_t fcs_read(fcs* f, unsigned port, uint32_t addr) {
     }
     t->s_rready &= ~bit;
     return value;
+}
+
+// Lets slot `slot` take `n` more steps (negative: any number).
+void fcs_grant(fcs* f, unsigned slot, int64_t n) {
+    if (slot >= 8) return;
+    if (n < 0 || f->credits[slot] < 0)
+        f->credits[slot] = n < 0 ? -1 : n;
+    else
+        f->credits[slot] += n;
 }
 
 // Writes a table into slot `slot`'s memory, as the configuration port

@@ -7,6 +7,9 @@
 // catalog; a partial load writes it through Verilator's public access, as
 // the configuration port would.
 //
+// step_gate paces the slots' engines to a decode time for the daemon's
+// tests (fabric-sim --rtl); open, it changes nothing.
+//
 // pr_active[s] stands for the slot's logic being reprogrammed: while it is
 // set, the slot's outputs are whatever its half-configured logic drives
 // (here, a free-running LFSR's bits). Only the decoupler keeps them from the
@@ -64,7 +67,11 @@ module fabric_cosim #(
 
     output wire               irq,
     input  wire [SLOTS-1:0]   pr_active,
-    output wire [SLOTS-1:0]   decoupled
+    output wire [SLOTS-1:0]   decoupled,
+    // The co-simulation's pacing: a slot takes a step only while its gate
+    // is open; step_taken says a step was handed over this cycle.
+    input  wire [SLOTS-1:0]   step_gate,
+    output wire [SLOTS-1:0]   step_taken
 );
     wire [SLOTS-1:0]     req_valid, req_ready, rsp_valid, rsp_ready, rsp_fault, reload, table_ok;
     wire [SLOTS-1:0]     table_blank;
@@ -152,7 +159,7 @@ module fabric_cosim #(
 
             fabric_slot #(.TABLE_WORDS(TABLE_WORDS)) rm (
                 .clk(clk), .rst(rst || rp_reload),
-                .req_valid(rp_req_valid), .req_ready(m_req_ready),
+                .req_valid(rp_req_valid && step_gate[g]), .req_ready(m_req_ready),
                 .req_a(step_a), .req_b(step_b), .req_draw(step_draw),
                 .req_greedy(step_greedy), .req_inv_t(step_inv_t),
                 .rsp_valid(m_rsp_valid), .rsp_ready(rp_rsp_ready),
@@ -161,7 +168,8 @@ module fabric_cosim #(
                 .identity(m_identity)
             );
 
-            assign rp_req_ready = pr_active[g] ? lfsr[g] : m_req_ready;
+            assign rp_req_ready = pr_active[g] ? lfsr[g] : (m_req_ready && step_gate[g]);
+            assign step_taken[g] = !pr_active[g] && rp_req_valid && step_gate[g] && m_req_ready;
             assign rp_rsp_valid = pr_active[g] ? lfsr[g + 3] : m_rsp_valid;
             assign rp_rsp_token = pr_active[g] ? lfsr : m_rsp_token;
             assign rp_rsp_fault = pr_active[g] ? lfsr[g + 7] : m_rsp_fault;

@@ -127,7 +127,10 @@ pub fn pick(logs: impl Iterator<Item = u16> + Clone, draw: u64, sampling: Sampli
     };
     let mut all = logs.clone();
     let Some(first) = all.next() else { return 0 };
-    let total: u64 = logs.clone().map(|l| u64::from(weight(first, l, inv_t))).sum();
+    let total: u64 = logs
+        .clone()
+        .map(|l| u64::from(weight(first, l, inv_t)))
+        .sum();
     let mut x = ((draw >> 32) * total) >> 32;
     for (i, l) in logs.enumerate() {
         let w = u64::from(weight(first, l, inv_t));
@@ -162,9 +165,15 @@ mod tests {
 
     #[test]
     fn inverse_temperature_is_exact() {
-        for t in [0.0011f32, 0.1, 0.5, 0.7, 0.8, 1.0, 1.5, 2.0, 3.0, 255.9, 256.0, 1e9] {
+        for t in [
+            0.0011f32, 0.1, 0.5, 0.7, 0.8, 1.0, 1.5, 2.0, 3.0, 255.9, 256.0, 1e9,
+        ] {
             let want = (256.0f64 / f64::from(t)).floor() as u32;
-            assert_eq!(Sampling::from_f32(t), Sampling::Scaled { inv_t: want }, "T = {t}");
+            assert_eq!(
+                Sampling::from_f32(t),
+                Sampling::Scaled { inv_t: want },
+                "T = {t}"
+            );
         }
     }
 
@@ -190,7 +199,10 @@ mod tests {
         for c in [3u32, 5, 7, 100, 1000, 65_535, 1 << 20, 123_456_789] {
             let exact = f64::from(c).log2() * 2048.0;
             let got = f64::from(log2_q11(c));
-            assert!(got <= exact && exact - got < 1.0 + 1e-9, "{c}: {got} against {exact}");
+            assert!(
+                got <= exact && exact - got < 1.0 + 1e-9,
+                "{c}: {got} against {exact}"
+            );
         }
     }
 
@@ -198,7 +210,10 @@ mod tests {
     fn the_exp2_table_matches_its_definition() {
         for (i, &w) in EXP2.iter().enumerate() {
             let exact = 65536.0 * (-(i as f64) / 256.0).exp2();
-            assert!((f64::from(w) - exact).abs() <= 0.5 + 1e-6, "{i}: {w} against {exact}");
+            assert!(
+                (f64::from(w) - exact).abs() <= 0.5 + 1e-6,
+                "{i}: {w} against {exact}"
+            );
         }
         assert_eq!(EXP2[0], 65536);
     }
@@ -211,7 +226,11 @@ mod tests {
         assert_eq!(w[0], 65536);
         for (i, &c) in counts.iter().enumerate() {
             let want = 65536.0 * f64::from(c) / 40.0;
-            assert!((f64::from(w[i]) - want).abs() / want < 0.01, "{i}: {} against {want}", w[i]);
+            assert!(
+                (f64::from(w[i]) - want).abs() / want < 0.01,
+                "{i}: {} against {want}",
+                w[i]
+            );
         }
     }
 
@@ -220,11 +239,20 @@ mod tests {
         let logs = [log2_q11(3), log2_q11(1)];
         let mut rng = SplitMix64(1);
         let picks = (0..40_000)
-            .filter(|_| pick(logs.iter().copied(), rng.next(), Sampling::Scaled { inv_t: 256 }) == 1)
+            .filter(|_| {
+                pick(
+                    logs.iter().copied(),
+                    rng.next(),
+                    Sampling::Scaled { inv_t: 256 },
+                ) == 1
+            })
             .count();
         // One in four, within sampling noise.
         assert!((9_000..11_000).contains(&picks), "{picks}");
         assert_eq!(pick(logs.iter().copied(), u64::MAX, Sampling::Greedy), 0);
-        assert_eq!(pick(std::iter::empty(), 7, Sampling::Scaled { inv_t: 256 }), 0);
+        assert_eq!(
+            pick(std::iter::empty(), 7, Sampling::Scaled { inv_t: 256 }),
+            0
+        );
     }
 }

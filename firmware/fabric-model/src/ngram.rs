@@ -71,6 +71,14 @@ pub struct Cand {
     pub log: u16,
 }
 
+/// A model's contexts, sorted by key, with where their candidates lie.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Contexts {
+    pub unigram: Span,
+    pub bigram: Vec<(u32, Span)>,
+    pub trigram: Vec<((u32, u32), Span)>,
+}
+
 /// Where a context's candidates lie in [`Model`]'s list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span {
@@ -195,13 +203,17 @@ impl Model {
     /// The contexts as the fabric's table lays them out: the unigrams, the
     /// bigram contexts by token and the trigram contexts by pair, each
     /// sorted, with their spans in [`Model::candidates`].
-    pub fn contexts(&self) -> (Span, Vec<(u32, Span)>, Vec<((u32, u32), Span)>) {
+    pub fn contexts(&self) -> Contexts {
         let mut bigram: Vec<(u32, Span)> = self.bigram.iter().map(|(k, s)| (*k, *s)).collect();
         bigram.sort_by_key(|(k, _)| *k);
         let mut trigram: Vec<((u32, u32), Span)> =
             self.trigram.iter().map(|(k, s)| (*k, *s)).collect();
         trigram.sort_by_key(|(k, _)| *k);
-        (self.unigram, bigram, trigram)
+        Contexts {
+            unigram: self.unigram,
+            bigram,
+            trigram,
+        }
     }
 
     /// Every context's candidates, one after the other.

@@ -65,7 +65,11 @@ pub struct TableStats {
 impl Table {
     /// Lays `model` out as a table.
     pub fn build(model: &Model) -> Result<Table, TableError> {
-        let (unigram, bigram, trigram) = model.contexts();
+        let crate::ngram::Contexts {
+            unigram,
+            bigram,
+            trigram,
+        } = model.contexts();
         let cands = model.candidates();
         for c in cands {
             if c.token > 0xFFFF {
@@ -178,7 +182,11 @@ impl Table {
         let tri = if a > 0xFFFF || b > 0xFFFF {
             None
         } else {
-            self.find(self.word(6)? as usize, self.word(7)? as usize, (a << 16) | b)?
+            self.find(
+                self.word(6)? as usize,
+                self.word(7)? as usize,
+                (a << 16) | b,
+            )?
         };
         let entry = match tri {
             Some(e) => Some(e),
@@ -297,7 +305,10 @@ mod tests {
         let m = model();
         let mut t = Table::build(&m).expect("table");
         let id = t.identity();
-        let in_header: Vec<u8> = t.words[8..16].iter().flat_map(|w| w.to_be_bytes()).collect();
+        let in_header: Vec<u8> = t.words[8..16]
+            .iter()
+            .flat_map(|w| w.to_be_bytes())
+            .collect();
         assert_eq!(in_header, id);
         let last = t.words.len() - 1;
         t.words[last] ^= 1;

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use fabric_hw::sampling::EXP2;
 
 fn rtl(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../rtl").join(path)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../rtl")
+        .join(path)
 }
 
 fn exp2_include() -> String {

@@ -24,6 +24,7 @@ extern "C" {
     fn fcs_write(f: *mut Fcs, port: u32, addr: u32, value: u32) -> u32;
     fn fcs_read(f: *mut Fcs, port: u32, addr: u32) -> u32;
     fn fcs_table_write(f: *mut Fcs, slot: u32, words: *const u32, n: usize) -> c_int;
+    fn fcs_grant(f: *mut Fcs, slot: u32, n: i64);
 }
 
 /// What the fabric's AXI4 master reaches: the board's DDR, by physical
@@ -116,9 +117,10 @@ pub struct Cosim {
     raw: NonNull<Fcs>,
 }
 
-// SAFETY-adjacent note: a Verilated model may move between threads between
-// calls; it is never used from two at once (every call takes `&mut self`
-// or `&self` of a value not shared without a lock).
+// SAFETY: a Verilated model keeps no thread-local state between calls (it
+// is built without --threads), so it may move to another thread between
+// them; `Cosim` is not `Sync`, and every call goes through `&mut self` or
+// `&self` of a value that is not shared without a lock.
 unsafe impl Send for Cosim {}
 
 extern "C" fn memory_access(ctx: *mut c_void, addr: u64, word: *mut u32, write: c_int) -> c_int {
@@ -173,7 +175,9 @@ impl Cosim {
     /// Writes a register: one AXI4-Lite write on `port`.
     pub fn write(&mut self, mem: &mut dyn Memory, port: Port, offset: u32, value: u32) {
         // SAFETY: as in `read`.
-        self.with_memory(mem, |f| unsafe { fcs_write(f, port.index(), offset, value) });
+        self.with_memory(mem, |f| unsafe {
+            fcs_write(f, port.index(), offset, value)
+        });
     }
 
     /// Runs the clock for `cycles`.
@@ -217,6 +221,14 @@ impl Cosim {
         Ok(())
     }
 
+    /// Paces slot `slot`'s engine: `Some(n)` lets it take `n` more steps
+    /// than it may already; `None` lifts the limit (the default).
+    pub fn grant(&mut self, slot: u8, steps: Option<u64>) {
+        let n = steps.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        // SAFETY: a live handle; out-of-range slots are ignored by the callee.
+        unsafe { fcs_grant(self.raw.as_ptr(), u32::from(slot), n) };
+    }
+
     /// Writes a table into slot `slot`'s memory, the rest zero, as a
     /// partial bitstream's memory contents would.
     pub fn write_table(&mut self, slot: u8, words: &[u32]) -> Result<(), CosimError> {
@@ -229,9 +241,8 @@ impl Cosim {
         let mut all = words.to_vec();
         all.resize(TABLE_WORDS, 0);
         // SAFETY: a live handle; `all` holds `all.len()` words for the call.
-        let rc = unsafe {
-            fcs_table_write(self.raw.as_ptr(), u32::from(slot), all.as_ptr(), all.len())
-        };
+        let rc =
+            unsafe { fcs_table_write(self.raw.as_ptr(), u32::from(slot), all.as_ptr(), all.len()) };
         if rc != 0 {
             return Err(CosimError::NoSuchSlot { slot });
         }

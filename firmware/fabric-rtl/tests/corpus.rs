@@ -13,11 +13,24 @@ const REQUESTS: u32 = 10_000;
 
 fn temperature(rng: &mut SplitMix64) -> f32 {
     const FIXED: [f32; 14] = [
-        0.0, -0.0, 0.001, 0.0011, 0.1, 0.25, 0.5, 0.8, 1.0, 1.5, 2.0, 5.0, -1.0, f32::NAN,
+        0.0,
+        -0.0,
+        0.001,
+        0.0011,
+        0.1,
+        0.25,
+        0.5,
+        0.8,
+        1.0,
+        1.5,
+        2.0,
+        5.0,
+        -1.0,
+        f32::NAN,
     ];
     match rng.next() % 4 {
         0 => (rng.next() % 3_000_000) as f32 / 1_000_000.0,
-        1 if rng.next() % 8 == 0 => f32::INFINITY,
+        1 if rng.next().is_multiple_of(8) => f32::INFINITY,
         _ => FIXED[(rng.next() % FIXED.len() as u64) as usize],
     }
 }
@@ -56,8 +69,12 @@ fn ten_thousand_random_descriptors_give_the_models_tokens() {
                 r.max_tokens = 1 + (rng.next() % 24) as u32;
                 r.temperature = temperature(&mut rng);
                 r.seed = rng.next();
-                r.stop_token = if rng.next() % 2 == 0 { 256 } else { NO_STOP_TOKEN };
-                r.stream = rng.next() % 4 == 0;
+                r.stop_token = if rng.next().is_multiple_of(2) {
+                    256
+                } else {
+                    NO_STOP_TOKEN
+                };
+                r.stream = rng.next().is_multiple_of(4);
                 r
             })
             .collect();
@@ -83,7 +100,11 @@ fn ten_thousand_random_descriptors_give_the_models_tokens() {
                     .iter()
                     .filter(|c| c.tag == r.tag && c.kind == CqeKind::Tokens)
                     .count();
-                assert_eq!(progress, want.len() - 1, "a TOKENS entry per token but the last");
+                assert_eq!(
+                    progress,
+                    want.len() - 1,
+                    "a TOKENS entry per token but the last"
+                );
             }
             tokens += u64::from(done.n_tokens);
             checked += 1;

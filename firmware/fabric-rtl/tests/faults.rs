@@ -35,8 +35,14 @@ fn a_descriptor_with_a_bad_crc_is_refused_with_its_index() {
     h.ring();
     h.run(2_000);
     let all = h.drain();
-    let done = all.iter().find(|c| c.kind == CqeKind::Done).expect("a DONE");
-    assert_eq!((done.status, done.tag, done.n_tokens), (CqeStatus::BadDescriptor, 0, index));
+    let done = all
+        .iter()
+        .find(|c| c.kind == CqeKind::Done)
+        .expect("a DONE");
+    assert_eq!(
+        (done.status, done.tag, done.n_tokens),
+        (CqeStatus::BadDescriptor, 0, index)
+    );
     assert_eq!(fault_code(&h), FaultCode::BadDescriptorCrc as u32);
     assert_eq!(h.reg(REG_CNT_ERRORS.offset()), errors + 1);
     others_still_served(&mut h, 6);
@@ -163,8 +169,14 @@ fn a_prompt_outside_memory_is_a_bad_descriptor() {
     h.ring();
     h.run(3_000);
     let all = h.drain();
-    let done = all.iter().find(|c| c.kind == CqeKind::Done).expect("a DONE");
-    assert_eq!((done.status, done.n_tokens), (CqeStatus::BadDescriptor, index));
+    let done = all
+        .iter()
+        .find(|c| c.kind == CqeKind::Done)
+        .expect("a DONE");
+    assert_eq!(
+        (done.status, done.n_tokens),
+        (CqeStatus::BadDescriptor, index)
+    );
     others_still_served(&mut h, 31);
 }
 
@@ -186,7 +198,9 @@ fn output_outside_memory_ends_the_request_as_a_decoder_fault() {
 fn a_cancel_ends_a_running_request_and_a_queued_one_at_once() {
     let mut h = Rig::new();
     // Eight requests for slot 0's four lanes: four run, four wait on chip.
-    let reqs: Vec<Req> = (0..8).map(|c| Req::new(100 + c, c as u16, &PROMPT, 256)).collect();
+    let reqs: Vec<Req> = (0..8)
+        .map(|c| Req::new(100 + c, c as u16, &PROMPT, 256))
+        .collect();
     h.submit(&reqs);
     h.run(5_000);
     assert_eq!(h.reg(SlotRegs::of(0).active.offset()), 8);
@@ -197,10 +211,15 @@ fn a_cancel_ends_a_running_request_and_a_queued_one_at_once() {
     let running = done_of(&all, 100);
     let queued = done_of(&all, 107);
     assert_eq!(running.status, CqeStatus::Cancelled);
-    assert!(running.n_tokens > 0 && running.n_tokens < 256, "{running:?}");
+    assert!(
+        running.n_tokens > 0 && running.n_tokens < 256,
+        "{running:?}"
+    );
     assert_eq!((queued.status, queued.n_tokens), (CqeStatus::Cancelled, 0));
     // The output so far is the model's, and its CRC covers it.
-    let want = kjv().model.generate(&PROMPT, running.n_tokens, 0.8, 42, NO_STOP_TOKEN);
+    let want = kjv()
+        .model
+        .generate(&PROMPT, running.n_tokens, 0.8, 42, NO_STOP_TOKEN);
     assert_eq!(h.output_of(0, running.n_tokens), want);
     assert_eq!(running.crc, tokens_crc(&want));
     let rest: Vec<u32> = (101..107).collect();

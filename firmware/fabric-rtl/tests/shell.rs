@@ -27,7 +27,11 @@ fn a_request_gives_the_models_tokens_and_crc() {
     let mut h = Rig::new();
     assert_eq!(h.slot_state(0), SlotState::Ready);
     let hash = SlotRegs::of(0).read_hash(&h.w);
-    assert_eq!(hash, kjv().table.identity(), "SLOT_HASH is the table's identity");
+    assert_eq!(
+        hash,
+        kjv().table.identity(),
+        "SLOT_HASH is the table's identity"
+    );
     let prompt = [300, 301, 302, 303];
     let mut req = Req::new(7, 1, &prompt, 24);
     req.temperature = 0.8;

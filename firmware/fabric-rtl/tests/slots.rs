@@ -20,26 +20,38 @@ fn a_load_through_the_decoupler_swaps_the_model_while_the_other_slot_serves() {
     let mut h = Rig::new();
     let loads = h.reg(SlotRegs::of(0).loads.offset());
     let event = h.reg(REG_EVENT_SEQ.offset());
-    let busy: Vec<Req> = (8..12).map(|c| Req::new(50 + c, c as u16, &PROMPT, 64)).collect();
+    let busy: Vec<Req> = (8..12)
+        .map(|c| Req::new(50 + c, c as u16, &PROMPT, 64))
+        .collect();
     h.submit(&busy);
     h.run(1_000);
     h.load(0, &fortunes().table.words, true);
     assert_eq!(h.slot_state(0), SlotState::Ready);
     assert_eq!(h.reg(SlotRegs::of(0).loads.offset()), loads + 1);
     assert_eq!(SlotRegs::of(0).read_hash(&h.w), fortunes().table.identity());
-    assert!(h.reg(REG_EVENT_SEQ.offset()).wrapping_sub(event) >= 2, "loading, then ready");
+    assert!(
+        h.reg(REG_EVENT_SEQ.offset()).wrapping_sub(event) >= 2,
+        "loading, then ready"
+    );
     let tags: Vec<u32> = busy.iter().map(|r| r.tag).collect();
     let all = h.until_done(&tags, 2_000_000);
     for r in &busy {
         let done = done_of(&all, r.tag);
-        let want = fortunes().model.generate(&PROMPT, 64, 0.8, 42, NO_STOP_TOKEN);
-        assert_eq!((done.status, h.output_of(r.ctx, done.n_tokens)), (CqeStatus::Ok, want));
+        let want = fortunes()
+            .model
+            .generate(&PROMPT, 64, 0.8, 42, NO_STOP_TOKEN);
+        assert_eq!(
+            (done.status, h.output_of(r.ctx, done.n_tokens)),
+            (CqeStatus::Ok, want)
+        );
     }
     // Slot 0 now speaks fortunes.
     h.submit(&[Req::new(70, 0, &PROMPT, 8)]);
     let all = h.until_done(&[70], 200_000);
     let done = done_of(&all, 70);
-    let want = fortunes().model.generate(&PROMPT, 8, 0.8, 42, NO_STOP_TOKEN);
+    let want = fortunes()
+        .model
+        .generate(&PROMPT, 8, 0.8, 42, NO_STOP_TOKEN);
     assert_eq!(h.output_of(0, done.n_tokens), want);
 }
 
@@ -49,10 +61,18 @@ fn a_load_without_the_decoupler_is_caught_by_the_shell() {
     h.submit(&[Req::new(1, 0, &PROMPT, 256), Req::new(2, 8, &PROMPT, 32)]);
     h.run(2_000);
     h.load(0, &fortunes().table.words, false);
-    assert_eq!(h.slot_state(0), SlotState::Error(slot_error::TORN), "torn: answers nobody asked for");
+    assert_eq!(
+        h.slot_state(0),
+        SlotState::Error(slot_error::TORN),
+        "torn: answers nobody asked for"
+    );
     let all = h.until_done(&[1, 2], 2_000_000);
     assert_eq!(done_of(&all, 1).status, CqeStatus::Fault);
-    assert_eq!(done_of(&all, 2).status, CqeStatus::Ok, "the other slot kept serving");
+    assert_eq!(
+        done_of(&all, 2).status,
+        CqeStatus::Ok,
+        "the other slot kept serving"
+    );
     // Nothing more is started there until a proper load.
     h.submit(&[Req::new(3, 1, &PROMPT, 4)]);
     let all = h.until_done(&[3], 100_000);
@@ -76,7 +96,11 @@ fn a_quiesced_slot_reads_shut_down_only_once_its_step_is_answered() {
             break;
         }
     }
-    assert_eq!(seen.first(), Some(&0x05), "requested, a step still outstanding: {seen:?}");
+    assert_eq!(
+        seen.first(),
+        Some(&0x05),
+        "requested, a step still outstanding: {seen:?}"
+    );
     assert_eq!(seen.last(), Some(&SHUTDOWN_DONE), "{seen:?}");
     // Quiesced: the request is held, not lost, and no token is made.
     let tokens = h.reg(REG_CNT_TOKENS.offset());
@@ -100,7 +124,10 @@ fn a_load_with_a_step_outstanding_is_caught() {
     assert_eq!(h.slot_state(0), SlotState::Error(slot_error::TORN));
     let all = h.until_done(&[1], 100_000);
     assert_eq!(done_of(&all, 1).status, CqeStatus::Fault);
-    assert_eq!(h.reg(REG_FAULT_CODE.offset()), FaultCode::DecoderFault as u32);
+    assert_eq!(
+        h.reg(REG_FAULT_CODE.offset()),
+        FaultCode::DecoderFault as u32
+    );
 }
 
 #[test]

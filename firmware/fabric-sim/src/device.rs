@@ -308,7 +308,9 @@ impl Fabric {
                 SlotState::Ready => rtl.end_load(mem, regs, s, table.as_deref(), true),
                 // Whatever failed left no module the shell can use.
                 SlotState::Error(_) | SlotState::Unknown(_) => {
-                    let junk = Table { words: vec![0xDEAD_BEEF] };
+                    let junk = Table {
+                        words: vec![0xDEAD_BEEF],
+                    };
                     rtl.end_load(mem, regs, s, Some(&junk), true)
                 }
                 SlotState::Empty => rtl.end_load(mem, regs, s, None, true),
@@ -532,7 +534,9 @@ impl Fabric {
         if end > self.dram.len() || start > end {
             return false;
         }
-        let on_sq = self.submission_ring().is_some_and(|(base, len)| start < base + len && end > base);
+        let on_sq = self
+            .submission_ring()
+            .is_some_and(|(base, len)| start < base + len && end > base);
         if for_device && on_sq && take(&mut self.faults.refuse_ring_sync) {
             return false;
         }
@@ -636,8 +640,7 @@ impl Fabric {
             .filter(|c| {
                 let slot = &slots[c.slot];
                 // Paused by QUIESCE: nothing due until it is cleared.
-                let paused =
-                    slot.quiesce && slot.draining_until.is_none_or(|u| c.next_due > u);
+                let paused = slot.quiesce && slot.draining_until.is_none_or(|u| c.next_due > u);
                 !c.hung && !paused
             })
             .map(|c| c.next_due)

@@ -316,7 +316,11 @@ impl Device {
             Err(e) => {
                 log::warn!("fabric-sim: image {seq} ({len} bytes): {e}");
                 if let (Some(s), Some(f)) = (slot, self.fabric.as_mut()) {
-                    f.set_slot(s, None, SlotState::Error(fabric_hw::contract::slot_error::BAD_IMAGE));
+                    f.set_slot(
+                        s,
+                        None,
+                        SlotState::Error(fabric_hw::contract::slot_error::BAD_IMAGE),
+                    );
                 }
                 return self.answer(seq, Err(Refusal::BadImage));
             }

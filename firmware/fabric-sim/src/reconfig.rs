@@ -69,7 +69,11 @@ fn table_of(bytes: &[u8], model: &fabric_model::Model) -> Result<Arc<Table>, Str
     static TABLES: OnceLock<Mutex<HashMap<[u8; 32], Arc<Table>>>> = OnceLock::new();
     let key: [u8; 32] = Sha256::digest(bytes).into();
     let tables = TABLES.get_or_init(Default::default);
-    if let Some(t) = tables.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+    if let Some(t) = tables
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+    {
         return Ok(t.clone());
     }
     let table = Arc::new(Table::build(model).map_err(|e| format!("the model has no table: {e}"))?);

@@ -13,14 +13,14 @@
 //! back over AXI4-Lite into the file. What the daemon can observe is what
 //! the RTL's registers held at the end of a tick.
 //!
-//! Time: the RTL's clock is paced so that a token takes about the
-//! simulator's `--decode-us` times its time scale of wall-clock time, as the
-//! Rust model's tokens do (with time scale 0, as fast as Verilator goes:
-//! about a million cycles a second here). The tests' timing (a cancel
-//! landing mid-request, a drain that gives up) then holds on both. The
-//! registers the RTL reports are its own, in fabric time: `fabric_us` counts
-//! its 200 MHz clock, and a token's few hundred nanoseconds there are far
-//! inside every deadline the daemon keeps in wall-clock time.
+//! Time: the RTL runs as fast as Verilator goes (about a million cycles a
+//! second here), but each slot's engine takes a step only when the
+//! co-simulation's gate lets it (`rtl/sim/fabric_cosim.v`): its lanes per
+//! `--decode-us` times the time scale of wall-clock time, so that requests
+//! take as long as the Rust model's and the tests' timing (a cancel landing
+//! mid-request, a drain that gives up) holds on both; with time scale 0 the
+//! gate stays open. The registers the RTL reports are its own, in fabric
+//! time: `fabric_us` counts its 200 MHz clock.
 
 use fabric_hw::contract::*;
 use fabric_hw::dma::DmaBuf;
@@ -96,19 +96,16 @@ impl Memory for DeviceMemory<'_> {
     }
 }
 
-/// The RTL's cycles for a token, about (`scripts/bench-rtl` measures it):
-/// what pacing divides by.
-const CYCLES_PER_TOKEN: f64 = 64.0;
-
 /// The Verilated fabric and the mirror of its registers.
 pub(crate) struct RtlDevice {
     cosim: Cosim,
-    /// Clock cycles a wall-clock second may run, so that a token takes
-    /// about the simulator's `--decode-us` (times its time scale), as the
-    /// Rust model's do; `None` runs as fast as Verilator goes.
-    pace_hz: Option<f64>,
-    /// Cycles earned and not yet run.
-    budget: f64,
+    /// Steps a slot may take a wall-clock second (its lanes over the
+    /// simulator's `--decode-us` times its time scale), so that its
+    /// requests take as long as the Rust model's; `None`: as fast as
+    /// Verilator goes.
+    steps_per_sec: Option<f64>,
+    /// Steps earned by each slot and not yet granted.
+    earned: Vec<f64>,
     last: std::time::Instant,
     slots: usize,
     /// Host-written offsets, and what the RTL was last given for each.
@@ -191,10 +188,17 @@ impl RtlDevice {
             device.extend((0..8).map(|i| r.hash_word(i).offset()));
         }
         let decode = config.decode().as_secs_f64();
+        let steps_per_sec = (decode > 0.0).then(|| f64::from(config.lanes) / decode);
+        let mut cosim = Cosim::new(16);
+        if steps_per_sec.is_some() {
+            for s in 0..slots {
+                cosim.grant(s as u8, Some(0));
+            }
+        }
         RtlDevice {
-            cosim: Cosim::new(16),
-            pace_hz: (decode > 0.0).then(|| CYCLES_PER_TOKEN / decode),
-            budget: 0.0,
+            cosim,
+            steps_per_sec,
+            earned: vec![0.0; slots],
             last: std::time::Instant::now(),
             slots,
             host,
@@ -202,19 +206,23 @@ impl RtlDevice {
         }
     }
 
-    /// Cycles this tick may run.
-    fn earned(&mut self) -> u64 {
+    /// Grants each slot the steps the time since the last tick earned it,
+    /// at most a lane's worth of burst.
+    fn pace(&mut self) {
         let now = std::time::Instant::now();
         let elapsed = now.duration_since(self.last).as_secs_f64();
         self.last = now;
-        let Some(hz) = self.pace_hz else {
-            return TICK_CYCLES;
+        let Some(rate) = self.steps_per_sec else {
+            return;
         };
-        self.budget = (self.budget + elapsed * hz).min(TICK_CYCLES as f64);
-        let cycles = self.budget.floor();
-        self.budget -= cycles;
-        // A handful of cycles always: register and DMA handshakes take some.
-        (cycles as u64).max(32)
+        for s in 0..self.slots {
+            let e = (self.earned[s] + elapsed * rate).min(f64::from(LANES) * 2.0);
+            let whole = e.floor();
+            self.earned[s] = e - whole;
+            if whole >= 1.0 {
+                self.cosim.grant(s as u8, Some(whole as u64));
+            }
+        }
     }
 
     /// Power-on (and the end of a full reconfiguration): every register to
@@ -231,8 +239,8 @@ impl RtlDevice {
     /// registers; returns whether the fabric has work in hand.
     pub fn tick(&mut self, mem: &mut DeviceMemory<'_>, regs: &Mmio) -> bool {
         self.mirror_in(mem, regs);
-        let cycles = self.earned();
-        self.cosim.run(mem, cycles);
+        self.pace();
+        self.cosim.run(mem, TICK_CYCLES);
         self.mirror_out(mem, regs)
     }
 

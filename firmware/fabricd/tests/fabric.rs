@@ -47,6 +47,12 @@ async fn the_watchdog_answers_a_request_whose_interrupt_was_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_decoder_is_answered_by_the_deadline_and_the_rest_keep_serving() {
+    if common::skip_under_rtl(
+        "a request that hangs alone while its slot serves the rest is the Rust model's fault \
+         injection; the RTL's engine is one per slot, and its watchdog ends a hung step as a fault",
+    ) {
+        return;
+    }
     let d = Daemon::start(|s| s.time_scale = 0.05, |c| c.shutdown_grace_ms = 200).await;
     // A decoder that never finishes and ignores its cancel: only the
     // host's own timeout answers its request (contract section 6).

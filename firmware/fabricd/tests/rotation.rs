@@ -108,6 +108,9 @@ async fn rotation_flips_default_and_reflashes_the_idle_slot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_slot_requests_wait_or_hear_the_model_is_loading() {
+    if common::skip_under_rtl("the Verilated shell is built with two slots") {
+        return;
+    }
     // One slot; a 1 MB image at 1 MB/s takes about a second.
     let d = Daemon::start(
         |s| {
@@ -413,7 +416,7 @@ async fn full_reconfiguration_darkens_everything_but_the_daemon_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_load_over_a_decoding_request_waits_for_the_slot_to_shut_down() {
-    // Tokens of 20 ms: the request decodes for about a second; the drain
+    // Tokens of 20 ms: the request decodes for about four seconds; the drain
     // gives up after 100 ms and the load is forced over it. The shell must
     // then be asked to stop and waited for (SLOT_SHUTDOWN 0x0F) before the
     // kernel cuts the slot off: a token under way when the decoupler closes
@@ -427,10 +430,13 @@ async fn a_forced_load_over_a_decoding_request_waits_for_the_slot_to_shut_down()
     )
     .await;
     let addr = d.addr;
-    let long = tokio::spawn(async move { post_json(addr, req("fortunes", 50)).await });
+    let long = tokio::spawn(async move { post_json(addr, req("fortunes", 200)).await });
     let start = Instant::now();
     while d.sim.counters().active == 0 {
-        assert!(start.elapsed() < Duration::from_secs(5), "the request never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the request never started"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let r = control(
@@ -445,7 +451,7 @@ async fn a_forced_load_over_a_decoding_request_waits_for_the_slot_to_shut_down()
         .await
         .expect("an answer")
         .expect("join");
-    assert!(reply.status >= 500, "{}", reply.status);
+    assert!(reply.status >= 500, "{} {}", reply.status, reply.text());
     assert!(!reply.error_type().is_empty(), "a typed outcome");
     d.stop().await;
 }

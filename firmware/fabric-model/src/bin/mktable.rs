@@ -38,7 +38,11 @@ fn run(args: &Args) -> Result<(), String> {
     std::fs::write(&args.output, table.to_hex())
         .map_err(|e| format!("writing {}: {e}", args.output.display()))?;
     let s = table.stats();
-    let id: String = table.identity().iter().map(|b| format!("{b:02x}")).collect();
+    let id: String = table
+        .identity()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     println!(
         "words={} bigram_entries={} trigram_entries={} candidates={} identity={id}",
         s.words, s.bigram_entries, s.trigram_entries, s.candidates

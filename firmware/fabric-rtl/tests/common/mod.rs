@@ -38,7 +38,9 @@ fn catalogued(file: &str) -> Catalogued {
         .join("../../bitstreams")
         .join(file);
     let bytes = std::fs::read(&path).expect("a catalog image");
-    let model = fabric_model::image::load(&bytes).expect("a model image").model;
+    let model = fabric_model::image::load(&bytes)
+        .expect("a model image")
+        .model;
     let table = Table::build(&model).expect("a table");
     Catalogued { model, table }
 }
@@ -187,7 +189,9 @@ impl Rig {
 
     pub fn output_of(&self, ctx: u16, n: u32) -> Vec<u32> {
         let at = OUTPUTS + u64::from(ctx) * MAX_OUTPUT * 4;
-        (0..u64::from(n)).map(|i| self.mem_u32(at + 4 * i)).collect()
+        (0..u64::from(n))
+            .map(|i| self.mem_u32(at + 4 * i))
+            .collect()
     }
 
     /// The descriptor of `req` as the host would write it.
@@ -260,10 +264,9 @@ impl Rig {
         let mut spent = 0;
         loop {
             all.extend(self.drain());
-            let done = tags.iter().all(|t| {
-                all.iter()
-                    .any(|c| c.kind == CqeKind::Done && c.tag == *t)
-            });
+            let done = tags
+                .iter()
+                .all(|t| all.iter().any(|c| c.kind == CqeKind::Done && c.tag == *t));
             if done {
                 return all;
             }

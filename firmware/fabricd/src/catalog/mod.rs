@@ -335,7 +335,10 @@ impl Catalog {
             description: entry.description.clone(),
             images: Vec::new(),
             tokenizer: None,
-            identity: entry.identity.clone().map(|i| i.trim().to_ascii_lowercase()),
+            identity: entry
+                .identity
+                .clone()
+                .map(|i| i.trim().to_ascii_lowercase()),
             hashes: Vec::new(),
             problem: None,
         };
@@ -435,7 +438,13 @@ impl Catalog {
 fn identity_of(image: &[u8]) -> Option<String> {
     let model = fabric_model::image::load(image).ok()?.model;
     let table = fabric_model::table::Table::build(&model).ok()?;
-    Some(table.identity().iter().map(|b| format!("{b:02x}")).collect())
+    Some(
+        table
+            .identity()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    )
 }
 
 /// Reads a file and checks its SHA-256 against the manifest.
@@ -477,7 +486,10 @@ mod tests {
         }
         assert!(cat.by_hash(&cat.models[0].images[0].sha256).is_some());
         let id = cat.models[0].identity.clone().expect("an identity");
-        assert_eq!(cat.by_hash(&id).map(|m| m.name.clone()), Some(cat.models[0].name.clone()));
+        assert_eq!(
+            cat.by_hash(&id).map(|m| m.name.clone()),
+            Some(cat.models[0].name.clone())
+        );
         let err = cat.get("nope").expect_err("unknown");
         assert!(err.to_string().contains("kjv"), "{err}");
     }
@@ -555,7 +567,10 @@ mod tests {
         let cat = Catalog::load(dir.path(), None).expect("catalog");
         let kjv = cat.get("kjv").expect("kjv");
         let problem = kjv.problem.as_ref().expect("unusable").to_string();
-        assert!(problem.contains("no identity") && problem.contains("mktable"), "{problem}");
+        assert!(
+            problem.contains("no identity") && problem.contains("mktable"),
+            "{problem}"
+        );
     }
 
     #[test]

@@ -15,6 +15,18 @@ use hyper::Request;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
+/// Whether the fabric is the Verilated RTL (`FABRICD_SIM_RTL=1`, with
+/// fabric-sim's `rtl` feature). A test that needs what only the Rust model
+/// can do (another slot count than the RTL is built with, a fault injected
+/// inside the decoder) says so and stops: see docs/rtl.md.
+pub fn skip_under_rtl(why: &str) -> bool {
+    let rtl = std::env::var_os("FABRICD_SIM_RTL").is_some_and(|v| v == "1");
+    if rtl {
+        eprintln!("SKIPPED under the RTL: {why}");
+    }
+    rtl
+}
+
 pub fn bitstreams() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bitstreams")
 }
