@@ -85,7 +85,9 @@ struct Ctx {
     max_tokens: u32,
     stop_token: u32,
     stream: bool,
-    output: usize,
+    /// Where the output goes in the buffer; `None` for an address outside
+    /// it, which the device learns only when its first write fails.
+    output: Option<usize>,
     crc: crc32fast::Hasher,
     hung: bool,
     corrupt: bool,
@@ -843,8 +845,10 @@ impl Fabric {
             && (1..=c.max_output).contains(&sqe.max_tokens)
             && sqe.output_cap >= sqe.max_tokens;
         let prompt_at = self.dram_offset(sqe.prompt_addr, u64::from(sqe.prompt_len) * 4);
+        // The output is not checked here: a device sees a bad address only
+        // when its write fails (contract 1.1, section 6).
         let output_at = self.dram_offset(sqe.output_addr, u64::from(sqe.output_cap) * 4);
-        let (Some(prompt_at), Some(output_at), true) = (prompt_at, output_at, valid) else {
+        let (Some(prompt_at), true) = (prompt_at, valid) else {
             log::warn!(
                 "SQ index {seq}: descriptor for tag {} is out of bounds or malformed",
                 sqe.tag
@@ -941,8 +945,15 @@ impl Fabric {
                 if slot.quiesce && slot.draining_until.is_none_or(|u| c.next_due > u) {
                     break;
                 }
+                let Some(output) = c.output else {
+                    // The first write to the output fails: a bus error.
+                    let due = c.next_due;
+                    self.fault(FaultCode::DecoderFault);
+                    self.finish(i, CqeStatus::Fault, Finish::None, due);
+                    break;
+                };
                 let token = c.generator.step(&c.model);
-                let at = c.output + c.produced as usize * 4;
+                let at = output + c.produced as usize * 4;
                 c.crc.update(&token.to_le_bytes());
                 c.produced += 1;
                 let due = c.next_due;
@@ -986,8 +997,10 @@ impl Fabric {
         if c.corrupt && c.produced > 0 {
             // Flip a bit of the first token after the CRC was taken: the
             // host must notice.
-            self.dram[c.output] ^= 0x01;
-            self.coherent_out(c.output, c.output + 4);
+            if let Some(at) = c.output {
+                self.dram[at] ^= 0x01;
+                self.coherent_out(at, at + 4);
+            }
         }
         let slot = &mut self.slots[c.slot];
         slot.active = slot.active.saturating_sub(1);

@@ -416,7 +416,7 @@ async fn full_reconfiguration_darkens_everything_but_the_daemon_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_load_over_a_decoding_request_waits_for_the_slot_to_shut_down() {
-    // Tokens of 20 ms: the request decodes for about four seconds; the drain
+    // Tokens of 50 ms: the request decodes for several seconds; the drain
     // gives up after 100 ms and the load is forced over it. The shell must
     // then be asked to stop and waited for (SLOT_SHUTDOWN 0x0F) before the
     // kernel cuts the slot off: a token under way when the decoupler closes
@@ -424,13 +424,13 @@ async fn a_forced_load_over_a_decoding_request_waits_for_the_slot_to_shut_down()
     let d = Daemon::start(
         |s| {
             s.pr_bytes_per_sec = 8_000_000;
-            s.decode_us = 20_000;
+            s.decode_us = 50_000;
         },
         |c| c.rotation.drain_timeout_ms = 100,
     )
     .await;
     let addr = d.addr;
-    let long = tokio::spawn(async move { post_json(addr, req("fortunes", 200)).await });
+    let long = tokio::spawn(async move { post_json(addr, req("fortunes", 256)).await });
     let start = Instant::now();
     while d.sim.counters().active == 0 {
         assert!(
