@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//
+// fabric_top: the board's top for the Vivado flow (rtl/vivado/): the PS's
+// block design fabric_ps (its clock, reset, the three register windows and
+// the HP port, the interrupt), the static shell with a decoupler per slot,
+// and the two reconfigurable partitions, cells slot0 and slot1 of
+// fabric_slot. Each model is a reconfigurable module: fabric_slot with that
+// model's table. The co-simulation's top is rtl/sim/fabric_cosim.v, the
+// same shell, decouplers and slots without the PS.
+
+`default_nettype none
+
+module fabric_top #(
+    parameter integer CLK_MHZ = 200,
+    parameter integer DAW = 40       // the HP port's address bits
+) ();
+    wire clk, resetn;
+    wire rst = !resetn;
+
+    // The register windows: the shell's, then each decoupler's.
+    wire [DAW-1:0] sh_awaddr, sh_araddr, d0_awaddr, d0_araddr, d1_awaddr, d1_araddr;
+    wire [2:0]     w_awvalid, w_awready, w_wvalid, w_wready, w_bvalid, w_bready;
+    wire [2:0]     w_arvalid, w_arready, w_rvalid, w_rready;
+    wire [31:0]    w_wdata [0:2];
+    wire [3:0]     w_wstrb [0:2];
+    wire [1:0]     w_bresp [0:2];
+    wire [31:0]    w_rdata [0:2];
+    wire [1:0]     w_rresp [0:2];
+
+    wire [DAW-1:0] hp_araddr, hp_awaddr;
+    wire [7:0]     hp_arlen, hp_awlen;
+    wire [2:0]     hp_arsize, hp_awsize;
+    wire [1:0]     hp_arburst, hp_awburst, hp_rresp, hp_bresp;
+    wire           hp_arvalid, hp_arready, hp_rlast, hp_rvalid, hp_rready;
+    wire           hp_awvalid, hp_awready, hp_wlast, hp_wvalid, hp_wready;
+    wire           hp_bvalid, hp_bready;
+    wire [31:0]    hp_rdata, hp_wdata;
+    wire [3:0]     hp_wstrb;
+    wire           irq;
+
+    fabric_ps ps (
+        .pl_clk(clk), .pl_resetn(resetn), .irq(irq),
+        .M_AXI_SHELL_awaddr(sh_awaddr), .M_AXI_SHELL_awvalid(w_awvalid[0]),
+        .M_AXI_SHELL_awready(w_awready[0]), .M_AXI_SHELL_wdata(w_wdata[0]),
+        .M_AXI_SHELL_wstrb(w_wstrb[0]), .M_AXI_SHELL_wvalid(w_wvalid[0]),
+        .M_AXI_SHELL_wready(w_wready[0]), .M_AXI_SHELL_bresp(w_bresp[0]),
+        .M_AXI_SHELL_bvalid(w_bvalid[0]), .M_AXI_SHELL_bready(w_bready[0]),
+        .M_AXI_SHELL_araddr(sh_araddr), .M_AXI_SHELL_arvalid(w_arvalid[0]),
+        .M_AXI_SHELL_arready(w_arready[0]), .M_AXI_SHELL_rdata(w_rdata[0]),
+        .M_AXI_SHELL_rresp(w_rresp[0]), .M_AXI_SHELL_rvalid(w_rvalid[0]),
+        .M_AXI_SHELL_rready(w_rready[0]),
+        .M_AXI_DCP0_awaddr(d0_awaddr), .M_AXI_DCP0_awvalid(w_awvalid[1]),
+        .M_AXI_DCP0_awready(w_awready[1]), .M_AXI_DCP0_wdata(w_wdata[1]),
+        .M_AXI_DCP0_wstrb(w_wstrb[1]), .M_AXI_DCP0_wvalid(w_wvalid[1]),
+        .M_AXI_DCP0_wready(w_wready[1]), .M_AXI_DCP0_bresp(w_bresp[1]),
+        .M_AXI_DCP0_bvalid(w_bvalid[1]), .M_AXI_DCP0_bready(w_bready[1]),
+        .M_AXI_DCP0_araddr(d0_araddr), .M_AXI_DCP0_arvalid(w_arvalid[1]),
+        .M_AXI_DCP0_arready(w_arready[1]), .M_AXI_DCP0_rdata(w_rdata[1]),
+        .M_AXI_DCP0_rresp(w_rresp[1]), .M_AXI_DCP0_rvalid(w_rvalid[1]),
+        .M_AXI_DCP0_rready(w_rready[1]),
+        .M_AXI_DCP1_awaddr(d1_awaddr), .M_AXI_DCP1_awvalid(w_awvalid[2]),
+        .M_AXI_DCP1_awready(w_awready[2]), .M_AXI_DCP1_wdata(w_wdata[2]),
+        .M_AXI_DCP1_wstrb(w_wstrb[2]), .M_AXI_DCP1_wvalid(w_wvalid[2]),
+        .M_AXI_DCP1_wready(w_wready[2]), .M_AXI_DCP1_bresp(w_bresp[2]),
+        .M_AXI_DCP1_bvalid(w_bvalid[2]), .M_AXI_DCP1_bready(w_bready[2]),
+        .M_AXI_DCP1_araddr(d1_araddr), .M_AXI_DCP1_arvalid(w_arvalid[2]),
+        .M_AXI_DCP1_arready(w_arready[2]), .M_AXI_DCP1_rdata(w_rdata[2]),
+        .M_AXI_DCP1_rresp(w_rresp[2]), .M_AXI_DCP1_rvalid(w_rvalid[2]),
+        .M_AXI_DCP1_rready(w_rready[2]),
+        .S_AXI_HP_araddr(hp_araddr), .S_AXI_HP_arlen(hp_arlen), .S_AXI_HP_arsize(hp_arsize),
+        .S_AXI_HP_arburst(hp_arburst), .S_AXI_HP_arvalid(hp_arvalid),
+        .S_AXI_HP_arready(hp_arready), .S_AXI_HP_rdata(hp_rdata), .S_AXI_HP_rresp(hp_rresp),
+        .S_AXI_HP_rlast(hp_rlast), .S_AXI_HP_rvalid(hp_rvalid), .S_AXI_HP_rready(hp_rready),
+        .S_AXI_HP_awaddr(hp_awaddr), .S_AXI_HP_awlen(hp_awlen), .S_AXI_HP_awsize(hp_awsize),
+        .S_AXI_HP_awburst(hp_awburst), .S_AXI_HP_awvalid(hp_awvalid),
+        .S_AXI_HP_awready(hp_awready), .S_AXI_HP_wdata(hp_wdata), .S_AXI_HP_wstrb(hp_wstrb),
+        .S_AXI_HP_wlast(hp_wlast), .S_AXI_HP_wvalid(hp_wvalid), .S_AXI_HP_wready(hp_wready),
+        .S_AXI_HP_bresp(hp_bresp), .S_AXI_HP_bvalid(hp_bvalid), .S_AXI_HP_bready(hp_bready)
+    );
+
+    // The slots' ports, shell side (through the decouplers) and slot side.
+    wire [1:0]   req_valid, req_ready, rsp_valid, rsp_ready, rsp_fault, reload;
+    wire [1:0]   table_ok, table_blank, decoupled;
+    wire [31:0]  step_a, step_b, step_draw;
+    wire         step_greedy;
+    wire [19:0]  step_inv_t;
+    wire [63:0]  rsp_token;
+    wire [511:0] identity;
+    wire [1:0]   rp_req_valid, rp_req_ready, rp_rsp_valid, rp_rsp_ready, rp_rsp_fault;
+    wire [1:0]   rp_reload, rp_table_ok, rp_table_blank;
+    wire [63:0]  rp_rsp_token;
+    wire [511:0] rp_identity;
+
+    fabric_shell #(.CLK_MHZ(CLK_MHZ), .DAW(DAW)) shell (
+        .clk(clk), .rst(rst),
+        .s_awvalid(w_awvalid[0]), .s_awready(w_awready[0]), .s_awaddr(sh_awaddr[11:0]),
+        .s_wvalid(w_wvalid[0]), .s_wready(w_wready[0]), .s_wdata(w_wdata[0]),
+        .s_wstrb(w_wstrb[0]), .s_bvalid(w_bvalid[0]), .s_bready(w_bready[0]),
+        .s_bresp(w_bresp[0]), .s_arvalid(w_arvalid[0]), .s_arready(w_arready[0]),
+        .s_araddr(sh_araddr[11:0]), .s_rvalid(w_rvalid[0]), .s_rready(w_rready[0]),
+        .s_rdata(w_rdata[0]), .s_rresp(w_rresp[0]),
+        .m_araddr(hp_araddr), .m_arlen(hp_arlen), .m_arsize(hp_arsize), .m_arburst(hp_arburst),
+        .m_arvalid(hp_arvalid), .m_arready(hp_arready), .m_rdata(hp_rdata), .m_rresp(hp_rresp),
+        .m_rlast(hp_rlast), .m_rvalid(hp_rvalid), .m_rready(hp_rready),
+        .m_awaddr(hp_awaddr), .m_awlen(hp_awlen), .m_awsize(hp_awsize), .m_awburst(hp_awburst),
+        .m_awvalid(hp_awvalid), .m_awready(hp_awready), .m_wdata(hp_wdata), .m_wstrb(hp_wstrb),
+        .m_wlast(hp_wlast), .m_wvalid(hp_wvalid), .m_wready(hp_wready),
+        .m_bresp(hp_bresp), .m_bvalid(hp_bvalid), .m_bready(hp_bready),
+        .irq(irq),
+        .slot_req_valid(req_valid), .slot_req_ready(req_ready),
+        .step_a(step_a), .step_b(step_b), .step_draw(step_draw),
+        .step_greedy(step_greedy), .step_inv_t(step_inv_t),
+        .slot_rsp_valid(rsp_valid), .slot_rsp_ready(rsp_ready), .slot_rsp_token(rsp_token),
+        .slot_rsp_fault(rsp_fault), .slot_reload(reload), .slot_table_ok(table_ok),
+        .slot_table_blank(table_blank), .slot_identity(identity), .slot_decoupled(decoupled)
+    );
+
+    fabric_decoupler dcp0 (
+        .clk(clk), .rst(rst),
+        .s_awvalid(w_awvalid[1]), .s_awready(w_awready[1]), .s_awaddr(d0_awaddr[11:0]),
+        .s_wvalid(w_wvalid[1]), .s_wready(w_wready[1]), .s_wdata(w_wdata[1]),
+        .s_wstrb(w_wstrb[1]), .s_bvalid(w_bvalid[1]), .s_bready(w_bready[1]),
+        .s_bresp(w_bresp[1]), .s_arvalid(w_arvalid[1]), .s_arready(w_arready[1]),
+        .s_araddr(d0_araddr[11:0]), .s_rvalid(w_rvalid[1]), .s_rready(w_rready[1]),
+        .s_rdata(w_rdata[1]), .s_rresp(w_rresp[1]), .decoupled(decoupled[0]),
+        .sh_req_valid(req_valid[0]), .sh_req_ready(req_ready[0]), .sh_rsp_ready(rsp_ready[0]),
+        .sh_rsp_valid(rsp_valid[0]), .sh_rsp_token(rsp_token[31:0]),
+        .sh_rsp_fault(rsp_fault[0]), .sh_reload(reload[0]), .sh_table_ok(table_ok[0]),
+        .sh_table_blank(table_blank[0]), .sh_identity(identity[255:0]),
+        .rp_req_valid(rp_req_valid[0]), .rp_req_ready(rp_req_ready[0]),
+        .rp_rsp_ready(rp_rsp_ready[0]), .rp_rsp_valid(rp_rsp_valid[0]),
+        .rp_rsp_token(rp_rsp_token[31:0]), .rp_rsp_fault(rp_rsp_fault[0]),
+        .rp_reload(rp_reload[0]), .rp_table_ok(rp_table_ok[0]),
+        .rp_table_blank(rp_table_blank[0]), .rp_identity(rp_identity[255:0])
+    );
+
+    fabric_decoupler dcp1 (
+        .clk(clk), .rst(rst),
+        .s_awvalid(w_awvalid[2]), .s_awready(w_awready[2]), .s_awaddr(d1_awaddr[11:0]),
+        .s_wvalid(w_wvalid[2]), .s_wready(w_wready[2]), .s_wdata(w_wdata[2]),
+        .s_wstrb(w_wstrb[2]), .s_bvalid(w_bvalid[2]), .s_bready(w_bready[2]),
+        .s_bresp(w_bresp[2]), .s_arvalid(w_arvalid[2]), .s_arready(w_arready[2]),
+        .s_araddr(d1_araddr[11:0]), .s_rvalid(w_rvalid[2]), .s_rready(w_rready[2]),
+        .s_rdata(w_rdata[2]), .s_rresp(w_rresp[2]), .decoupled(decoupled[1]),
+        .sh_req_valid(req_valid[1]), .sh_req_ready(req_ready[1]), .sh_rsp_ready(rsp_ready[1]),
+        .sh_rsp_valid(rsp_valid[1]), .sh_rsp_token(rsp_token[63:32]),
+        .sh_rsp_fault(rsp_fault[1]), .sh_reload(reload[1]), .sh_table_ok(table_ok[1]),
+        .sh_table_blank(table_blank[1]), .sh_identity(identity[511:256]),
+        .rp_req_valid(rp_req_valid[1]), .rp_req_ready(rp_req_ready[1]),
+        .rp_rsp_ready(rp_rsp_ready[1]), .rp_rsp_valid(rp_rsp_valid[1]),
+        .rp_rsp_token(rp_rsp_token[63:32]), .rp_rsp_fault(rp_rsp_fault[1]),
+        .rp_reload(rp_reload[1]), .rp_table_ok(rp_table_ok[1]),
+        .rp_table_blank(rp_table_blank[1]), .rp_identity(rp_identity[511:256])
+    );
+
+    // The reconfigurable partitions (HD.RECONFIGURABLE in the flow). A slot
+    // comes out of reset after every load (RESET_AFTER_RECONFIG) and when
+    // the shell says it was reloaded.
+    fabric_slot slot0 (
+        .clk(clk), .rst(rst || rp_reload[0]),
+        .req_valid(rp_req_valid[0]), .req_ready(rp_req_ready[0]),
+        .req_a(step_a), .req_b(step_b), .req_draw(step_draw),
+        .req_greedy(step_greedy), .req_inv_t(step_inv_t),
+        .rsp_valid(rp_rsp_valid[0]), .rsp_ready(rp_rsp_ready[0]),
+        .rsp_token(rp_rsp_token[31:0]), .rsp_fault(rp_rsp_fault[0]),
+        .reload(1'b0), .table_ok(rp_table_ok[0]), .table_blank(rp_table_blank[0]),
+        .identity(rp_identity[255:0])
+    );
+
+    fabric_slot slot1 (
+        .clk(clk), .rst(rst || rp_reload[1]),
+        .req_valid(rp_req_valid[1]), .req_ready(rp_req_ready[1]),
+        .req_a(step_a), .req_b(step_b), .req_draw(step_draw),
+        .req_greedy(step_greedy), .req_inv_t(step_inv_t),
+        .rsp_valid(rp_rsp_valid[1]), .rsp_ready(rp_rsp_ready[1]),
+        .rsp_token(rp_rsp_token[63:32]), .rsp_fault(rp_rsp_fault[1]),
+        .reload(1'b0), .table_ok(rp_table_ok[1]), .table_blank(rp_table_blank[1]),
+        .identity(rp_identity[511:256])
+    );
+endmodule
+
+`default_nettype wire
