@@ -18,10 +18,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
-/// Documents another engineer is writing now: a link to one of these may
-/// point nowhere until it lands. Delete an entry once its file exists.
-const PENDING_DOCS: &[&str] = &["docs/rtl.md"];
-
 /// The README's two commands, in its first two code blocks.
 const SERVE_COMMAND: &str = "cargo run --release --bin fabricd -- serve --sim";
 const TEST_COMMAND: &str = "cargo test --workspace";
@@ -199,10 +195,6 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-fn pending(name: &Path) -> bool {
-    PENDING_DOCS.iter().any(|p| Path::new(p) == name)
-}
-
 /// The paths under [`PATH_ROOTS`] named in `text`: (line number, path).
 fn named_paths(text: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
@@ -348,13 +340,11 @@ fn problems(repo: &Path, docs: &[Doc]) -> Vec<String> {
                 normalize(&doc.dir().join(file))
             };
             if !repo.join(&name).exists() {
-                if !pending(&name) {
-                    out.push(format!(
-                        "{}:{n}: link {target}: {} does not exist",
-                        doc.name,
-                        name.display()
-                    ));
-                }
+                out.push(format!(
+                    "{}:{n}: link {target}: {} does not exist",
+                    doc.name,
+                    name.display()
+                ));
                 continue;
             }
             let Some(fragment) = fragment else { continue };
@@ -375,7 +365,7 @@ fn problems(repo: &Path, docs: &[Doc]) -> Vec<String> {
         for (n, path) in named_paths(&doc.text) {
             let found = expand_braces(&path).iter().all(|p| {
                 let names: Vec<String> = p.split('/').map(as_pattern).collect();
-                exists(repo, &names) || pending(Path::new(p))
+                exists(repo, &names)
             });
             if !found {
                 out.push(format!(
