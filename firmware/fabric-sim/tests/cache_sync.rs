@@ -187,3 +187,32 @@ async fn a_coherent_buffer_needs_no_syncs() {
     let stats = sim.stats();
     assert_eq!((stats.syncs_for_device, stats.syncs_for_cpu), (0, 0));
 }
+
+#[tokio::test]
+async fn an_output_the_device_cannot_write_ends_the_request_at_its_first_token() {
+    // A device cannot know where DDR ends: the descriptor is accepted, and
+    // the first write of a token fails (contract 1.1, section 6).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sim(dir.path(), |_| {});
+    let host = host(&sim);
+    let dma = host.rings.dma();
+    let l = *host.rings.layout();
+    dma.write_u32s(l.prompts, &PROMPT).expect("prompt");
+    dma.sync_for_device(l.prompts, 12).expect("prompt sync");
+    let mut bad = sqe(&host, 0, 7);
+    bad.output_addr = dma.phys_addr() + dma.size() + 0x10_0000;
+    dma.write(l.sq, &bad.encode()).expect("descriptor");
+    dma.sync_for_device(l.sq, SQE_LEN as u64)
+        .expect("descriptor sync");
+    io_wmb();
+    REG_SQ_TAIL.set(&host.regs, 1);
+    wait_for("the request to end", Duration::from_secs(5), || {
+        host.shell.counters().errors >= 1 && host.shell.counters().active == 0
+    });
+    let c = host.shell.counters();
+    assert_eq!((c.submitted, c.completed, c.tokens), (1, 0, 0), "{c:?}");
+    assert_eq!(
+        REG_FAULT_CODE.get(&host.regs),
+        FaultCode::DecoderFault as u32
+    );
+}
