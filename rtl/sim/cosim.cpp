@@ -240,6 +240,11 @@ void fcs_grant(fcs* f, unsigned slot, int64_t n) {
         f->credits[slot] += n;
 }
 
+// Steps slot `slot` may still take (-1: any number).
+int64_t fcs_credits(const fcs* f, unsigned slot) {
+    return slot < 8 ? f->credits[slot] : 0;
+}
+
 // Writes a table into slot `slot`'s memory, as the configuration port
 // does during a partial load. Returns 0, or -1 for no such slot.
 int fcs_table_write(fcs* f, unsigned slot, const uint32_t* words, size_t n) {

@@ -168,7 +168,10 @@ module fabric_cosim #(
                 .identity(m_identity)
             );
 
-            assign rp_req_ready = pr_active[g] ? lfsr[g] : (m_req_ready && step_gate[g]);
+            // A closed gate holds a request back; with none pending the slot's
+            // READY shows through (the shell checks it as the slot settles).
+            assign rp_req_ready = pr_active[g] ? lfsr[g]
+                                : (m_req_ready && (step_gate[g] || !rp_req_valid));
             assign step_taken[g] = !pr_active[g] && rp_req_valid && step_gate[g] && m_req_ready;
             assign rp_rsp_valid = pr_active[g] ? lfsr[g + 3] : m_rsp_valid;
             assign rp_rsp_token = pr_active[g] ? lfsr : m_rsp_token;

@@ -25,6 +25,7 @@ extern "C" {
     fn fcs_read(f: *mut Fcs, port: u32, addr: u32) -> u32;
     fn fcs_table_write(f: *mut Fcs, slot: u32, words: *const u32, n: usize) -> c_int;
     fn fcs_grant(f: *mut Fcs, slot: u32, n: i64);
+    fn fcs_credits(f: *const Fcs, slot: u32) -> i64;
 }
 
 /// What the fabric's AXI4 master reaches: the board's DDR, by physical
@@ -227,6 +228,13 @@ impl Cosim {
         let n = steps.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
         // SAFETY: a live handle; out-of-range slots are ignored by the callee.
         unsafe { fcs_grant(self.raw.as_ptr(), u32::from(slot), n) };
+    }
+
+    /// The steps slot `slot` may still take; `None`: no limit.
+    pub fn credits(&self, slot: u8) -> Option<u64> {
+        // SAFETY: a live handle; out-of-range slots read 0.
+        let n = unsafe { fcs_credits(self.raw.as_ptr(), u32::from(slot)) };
+        u64::try_from(n).ok()
     }
 
     /// Writes a table into slot `slot`'s memory, the rest zero, as a

@@ -206,9 +206,12 @@ impl RtlDevice {
         }
     }
 
-    /// Grants each slot the steps the time since the last tick earned it,
-    /// at most a lane's worth of burst.
+    /// Grants each slot the steps the time since the last tick earned it.
+    /// Steps not taken do not pile up: a slot holds at most `BURST` (an
+    /// idle slot would otherwise start its next request with a run of
+    /// instant tokens, and a cancel would land late).
     fn pace(&mut self) {
+        const BURST: u64 = 2 * LANES as u64;
         let now = std::time::Instant::now();
         let elapsed = now.duration_since(self.last).as_secs_f64();
         self.last = now;
@@ -216,11 +219,13 @@ impl RtlDevice {
             return;
         };
         for s in 0..self.slots {
-            let e = (self.earned[s] + elapsed * rate).min(f64::from(LANES) * 2.0);
+            let e = (self.earned[s] + elapsed * rate).min(BURST as f64);
             let whole = e.floor();
             self.earned[s] = e - whole;
-            if whole >= 1.0 {
-                self.cosim.grant(s as u8, Some(whole as u64));
+            let room = BURST.saturating_sub(self.cosim.credits(s as u8).unwrap_or(BURST));
+            let n = (whole as u64).min(room);
+            if n > 0 {
+                self.cosim.grant(s as u8, Some(n));
             }
         }
     }
