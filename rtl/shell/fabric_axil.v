@@ -130,6 +130,100 @@ module fabric_axil #(
             end
         end
     end
+`ifdef FORMAL
+    // ---- formal properties (scripts/formal; Yosys read_verilog -formal) ----
+    // The AXI4-Lite rules at the ports, and the counts of what is
+    // outstanding on each channel.
+    wire [1:0] f_awo, f_wo, f_aro;
+    fabric_axil_props #(.AW(AW)) f_axi (
+        .clk(clk), .rst(rst),
+        .s_awvalid(s_awvalid), .s_awready(s_awready), .s_awaddr(s_awaddr),
+        .s_wvalid(s_wvalid), .s_wready(s_wready), .s_wdata(s_wdata), .s_wstrb(s_wstrb),
+        .s_bvalid(s_bvalid), .s_bready(s_bready), .s_bresp(s_bresp),
+        .s_arvalid(s_arvalid), .s_arready(s_arready), .s_araddr(s_araddr),
+        .s_rvalid(s_rvalid), .s_rready(s_rready), .s_rdata(s_rdata), .s_rresp(s_rresp),
+        .f_awo(f_awo), .f_wo(f_wo), .f_aro(f_aro)
+    );
+
+    reg f_past_valid = 1'b0;
+    always @(posedge clk)
+        f_past_valid <= 1'b1;
+
+    // What the master sent with the access under way: the write's address,
+    // data and strobes, the read's address, and the register's answer to the
+    // read strobe (on reg_rdata the cycle after it).
+    reg [AW-1:0] f_aw, f_ar;
+    reg [31:0]   f_wd, f_rans;
+    reg [3:0]    f_wstrb;
+    reg          f_re_d;
+    always @(posedge clk) begin
+        if (s_awvalid && s_awready)
+            f_aw <= s_awaddr;
+        if (s_wvalid && s_wready) begin
+            f_wd <= s_wdata;
+            f_wstrb <= s_wstrb;
+        end
+        if (s_arvalid && s_arready)
+            f_ar <= s_araddr;
+        f_re_d <= reg_re && !rst;
+        if (f_re_d)
+            f_rans <= reg_rdata;
+    end
+
+    // The cycle B (R) is raised: low the cycle before, and not by reset.
+    reg f_rst_d, f_bvalid_d, f_rvalid_d;
+    always @(posedge clk) begin
+        f_rst_d <= rst;
+        f_bvalid_d <= s_bvalid;
+        f_rvalid_d <= s_rvalid;
+    end
+    wire f_b_rises = f_past_valid && !f_rst_d && s_bvalid && !f_bvalid_d;
+    wire f_r_rises = f_past_valid && !f_rst_d && s_rvalid && !f_rvalid_d;
+
+    // One register write for each write's AW and W pair: reg_we pulses in
+    // the cycle B is raised for the pair, and only then, with the pair's
+    // word address and data; a write with no strobe set writes nothing.
+    always @(*)
+        if (f_past_valid) begin
+            a_we_only_with_b: assert(!reg_we || f_b_rises);
+            if (f_b_rises)
+                a_we_once_per_write: assert(reg_we == (f_wstrb != 4'b0000));
+            if (reg_we)
+                a_we_is_the_write: assert(reg_waddr == {f_aw[AW-1:2], 2'b00} && reg_wdata == f_wd);
+        end
+
+    // One register read for each AR, the cycle after it, and R carries the
+    // register's answer to that strobe.
+    always @(posedge clk)
+        if (f_past_valid)
+            a_re_once_per_read: assert(reg_re == (!$past(rst) && $past(s_arvalid && s_arready)));
+    always @(*)
+        if (f_past_valid) begin
+            if (reg_re)
+                a_re_is_the_read: assert(reg_raddr == {f_ar[AW-1:2], 2'b00});
+            if (f_r_rises)
+                a_r_is_the_answer: assert(s_rdata == f_rans);
+        end
+
+    // How the state machine holds those counts (helpers for k-induction).
+    always @(*)
+        if (f_past_valid && !rst) begin
+            h_aw_held: assert(f_awo == {1'b0, have_aw || s_bvalid});
+            h_w_held: assert(f_wo == {1'b0, have_w || s_bvalid});
+            h_no_aw_beside_b: assert(!(have_aw && s_bvalid));
+            h_no_w_beside_b: assert(!(have_w && s_bvalid));
+            h_awready: assert(!s_awready || (!have_aw && !s_bvalid));
+            h_wready: assert(!s_wready || (!have_w && !s_bvalid));
+            h_aw_kept: assert(!have_aw || aw == {f_aw[AW-1:2], 2'b00});
+            h_w_kept: assert(!have_w || (wd == f_wd && wnone == (f_wstrb == 4'b0000)));
+            h_ar_held: assert(f_aro == {1'b0, rstate != R_IDLE});
+            h_rvalid: assert(s_rvalid == (rstate == R_RESP));
+            h_arready: assert(!s_arready || rstate == R_IDLE);
+            h_re_strobe: assert(reg_re == (rstate == R_STROBE));
+            h_re_answer: assert(f_re_d == (rstate == R_DATA));
+            h_we_with_b: assert(!reg_we || s_bvalid);
+        end
+`endif
 endmodule
 
 `default_nettype wire

@@ -894,6 +894,9 @@ module fabric_shell #(
                     slot_rsp_ready[s_slot] <= 1'b1;
                     s_watch <= s_watch + 17'd1;
                     if (slot_rsp_valid[s_slot] && slot_rsp_ready[s_slot]) begin
+                        // The answer ends the step, even from a slot that
+                        // never took the request: withdraw it too.
+                        slot_req_valid[s_slot] <= 1'b0;
                         slot_rsp_ready[s_slot] <= 1'b0;
                         sl_busy_step[s_slot] <= 1'b0;
                         if (slot_rsp_fault[s_slot]) begin
@@ -1054,6 +1057,23 @@ module fabric_shell #(
             a_cq_tail_within_entries: assert(cq_tail - cq_head <= cq_entries);
         end
 
+    // How the sequencer holds those bounds (helpers for k-induction): it
+    // works only while running, and a descriptor read or a completion post
+    // under way keeps the room it started with.
+    always @(*)
+        if (f_past_valid && !rst) begin
+            h_q_valid: assert(q <= Q_TOKEN_WAIT);
+            h_works_only_running: assert(q == Q_IDLE || enabled);
+            h_running_seen: assert(!enabled || control_seen[0]);
+            if (f_host_ok && q == Q_FETCH)
+                h_fetch_keeps_room: assert(sq_tail - sq_head != 32'd0 &&
+                                           sq_tail - sq_head <= sq_entries);
+            if (f_host_ok && q == Q_POST)
+                h_post_keeps_room: assert(cq_tail - cq_head < cq_entries);
+            if (f_host_ok && control[0] && !control_seen[0] && !enabled)
+                h_enable_from_zero: assert(sq_tail == 32'd0 && cq_head == 32'd0);
+        end
+
     // ---- 3. the interrupt ----------------------------------------------------
     // irq is registered: it is, one cycle later, exactly the contract's
     // equation ENABLED && IRQ_ENABLE && (CQ_TAIL != CQ_HEAD || EVENT_SEQ !=
@@ -1082,11 +1102,49 @@ module fabric_shell #(
         if (f_past_valid && !rst)
             // SLOT_SHUTDOWN == 0x0F implies nothing outstanding on the slot.
             a_shutdown_means_idle: assert((f_shut & ~f_idle) == {SLOTS{1'b0}});
+    // A step is outstanding to slot s exactly while the sequencer waits
+    // for s in Q_STEP; the request and the answer's READY only then
+    // (helpers for k-induction).
+    reg [SLOTS-1:0] f_in_step;
+    always @(*)
+        for (f_s = 0; f_s < SLOTS; f_s = f_s + 1)
+            f_in_step[f_s] = q == Q_STEP && s_slot == f_s;
+    always @(*)
+        if (f_past_valid && !rst) begin
+            h_busy_is_step: assert(sl_busy_step == f_in_step);
+            h_req_only_busy: assert((slot_req_valid & ~sl_busy_step) == {SLOTS{1'b0}});
+            h_rsp_only_busy: assert((slot_rsp_ready & ~sl_busy_step) == {SLOTS{1'b0}});
+        end
+
     always @(posedge clk)
         if (f_past_valid && !$past(rst))
             // Once it reads 0x0F it stays so while QUIESCE stays set: the
             // shell starts no work in a quiesced slot.
             a_shutdown_holds: assert((f_shut_d & quiesce & ~f_shut) == {SLOTS{1'b0}});
+    // ---- reachability: the checks above are not vacuous ---------------------
+    // scripts/formal asks ABC's bounded model checker for a trace from reset
+    // to each reach point, under the same assumptions: were they
+    // contradictory, or the states out of reach, the proofs above would hold
+    // of nothing.
+    reg f_after_reset = 1'b0;
+    always @(posedge clk)
+        f_after_reset <= f_past_valid && !rst;
+    // A decode step answered by its slot.
+    wire f_reach_step = f_after_reset && !rst && f_q_d == Q_STEP && q == Q_TOKEN;
+    // A completion entry posted after a step was answered, and the
+    // interrupt it raises.
+    reg f_stepped = 1'b0;
+    always @(posedge clk)
+        f_stepped <= !rst && (f_stepped || f_reach_step);
+    (* keep *) wire f_reach_post = f_after_reset && !rst && f_stepped && enabled &&
+                                   cq_tail != 32'd0 && irq;
+    // A quiesced slot reading 0x0F after a step was answered.
+    (* keep *) wire f_reach_shutdown = f_after_reset && !rst && f_stepped &&
+                                       f_shut != {SLOTS{1'b0}};
+    // The same, negated: what the search asserts, so that a trace to it is a
+    // counterexample.
+    (* keep *) wire f_unreached_post = !f_reach_post;
+    (* keep *) wire f_unreached_shutdown = !f_reach_shutdown;
 `endif
 endmodule
 
