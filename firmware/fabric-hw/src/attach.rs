@@ -10,12 +10,18 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::devtree::{self, DtError, Topology};
 use crate::dma::{self, DmaBuf, DmaError};
 use crate::shell::{Counters, RingConfig, Rings, Shell, ShellError, ShellInfo, SlotStatus};
 use crate::uio::{UioError, UioIrq};
 use crate::Root;
+
+/// How long attaching waits for the shell's interrupt once its registers
+/// are found: the kernel makes a UIO device's node a moment after its sysfs
+/// directory, and a daemon started at boot can look in between.
+const IRQ_APPEARS_WITHIN: Duration = Duration::from_secs(5);
 
 /// Why the fabric could not be attached.
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +132,7 @@ pub fn attach(root: &Root, rings: RingConfig) -> Result<Attached, AttachError> {
     let topology = discover(root)?;
     let shell = Arc::new(Shell::attach(root, &topology)?);
     let dma = open_dma(root, &topology, &shell)?;
-    let irq = shell.device().irq()?;
+    let irq = shell.device().irq_within(IRQ_APPEARS_WITHIN)?;
     let rings = Rings::init(&shell, dma, rings)?;
     // The kernel leaves the interrupt masked if the previous driver died
     // between an interrupt and its unmask.

@@ -21,6 +21,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 
@@ -30,6 +31,10 @@ use crate::sysfs::{self, SysfsError};
 
 /// Most maps a UIO device has.
 pub const MAX_MAPS: usize = 5;
+
+/// How often [`UioDevice::irq_within`] looks again for an interrupt not
+/// there yet.
+const IRQ_POLL: Duration = Duration::from_millis(20);
 
 /// Why a UIO device could not be found, mapped or waited on.
 #[derive(Debug, thiserror::Error)]
@@ -279,6 +284,41 @@ impl UioDevice {
     /// Opens the device's interrupt.
     pub fn irq(&self) -> Result<UioIrq, UioError> {
         UioIrq::open(&self.dev_path)
+    }
+
+    /// Opens the device's interrupt, waiting up to `within` for it to
+    /// appear (logged once): a device found in sysfs a moment before its
+    /// node is made (devtmpfs, or udev renaming it) is not yet a reason to
+    /// stop. Any other failure, or still nothing by then, is returned.
+    pub fn irq_within(&self, within: Duration) -> Result<UioIrq, UioError> {
+        let deadline = Instant::now() + within;
+        let mut waiting = false;
+        loop {
+            match self.irq() {
+                Err(UioError::Open { path, source })
+                    if matches!(
+                        source.kind(),
+                        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+                    ) && Instant::now() < deadline =>
+                {
+                    if !waiting {
+                        log::info!(
+                            "uio: waiting up to {within:?} for the interrupt at {}: {source}",
+                            path.display()
+                        );
+                        waiting = true;
+                    }
+                    std::thread::sleep(IRQ_POLL);
+                }
+                Ok(irq) => {
+                    if waiting {
+                        log::info!("uio: the interrupt at {} is there", irq.path.display());
+                    }
+                    return Ok(irq);
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 
@@ -572,5 +612,44 @@ mod tests {
         assert_eq!((ev.count, ev.coalesced), (8, 2));
         drop(device);
         assert!(matches!(irq.wait().await, Err(UioError::IrqClosed { .. })));
+    }
+
+    #[tokio::test]
+    async fn an_interrupt_that_comes_late_is_waited_for_and_one_that_never_comes_is_named() {
+        use nix::sys::socket::{
+            bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+        };
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = Root::new(dir.path());
+        fake_uio(&root, 0, "fabric-shell", &[(0xA000_0000, 0x1000, 0)]);
+        fs::write(root.dev("uio0"), [0u8; 4096]).expect("register file");
+        let dev = UioDevice::find(&root, "fabric-shell").expect("found");
+        // Nothing comes: the wait ends, naming what was missing.
+        match dev.irq_within(Duration::from_millis(50)) {
+            Err(UioError::Open { path, source }) => {
+                assert!(path.ends_with("uio0.irq"), "{}", path.display());
+                assert_eq!(source.kind(), io::ErrorKind::NotFound);
+            }
+            other => panic!("{other:?}"),
+        }
+        // It comes while the daemon waits.
+        let path = root.dev("uio0.irq");
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            let listener = socket(
+                AddressFamily::Unix,
+                SockType::SeqPacket,
+                SockFlag::SOCK_CLOEXEC,
+                None,
+            )
+            .expect("socket");
+            bind(listener.as_raw_fd(), &UnixAddr::new(&path).expect("addr")).expect("bind");
+            listen(&listener, Backlog::new(4).expect("backlog")).expect("listen");
+            listener
+        });
+        let irq = dev.irq_within(Duration::from_secs(30)).expect("waited for");
+        assert!(irq.path.ends_with("uio0.irq"));
+        drop(late.join().expect("join"));
     }
 }

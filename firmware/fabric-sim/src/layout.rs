@@ -225,7 +225,6 @@ pub fn create(config: &SimConfig, paths: &Paths) -> io::Result<()> {
         }
     }
     base_tree(config).write_dir(&root.device_tree())?;
-    create_uio(config, paths)?;
     fs::create_dir_all(root.path("/dev"))?;
     fs::write(&paths.regs, vec![0u8; REG_FILE_LEN])?;
     if config.uio_buffer {
@@ -268,8 +267,11 @@ pub fn create(config: &SimConfig, paths: &Paths) -> io::Result<()> {
     Ok(())
 }
 
-/// The shell's UIO device, as uio_pdrv_genirq registers it once the shell
-/// overlay has added its node.
+/// The shell's UIO device in sysfs, as uio_pdrv_genirq registers it once
+/// the shell overlay has added its node. Made last, once the device node
+/// and its interrupt exist: on a real kernel `uio_register_device()` makes
+/// the device whole (its node and its interrupt) before its uevent says it
+/// is there, and the daemon finds the shell through this directory.
 pub fn create_uio(config: &SimConfig, paths: &Paths) -> io::Result<()> {
     let uio = paths.root.uio_class().join("uio0");
     // uio_pdrv_genirq names the device after its node, with the unit

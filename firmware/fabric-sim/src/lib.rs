@@ -208,6 +208,11 @@ impl Simulator {
             path: paths.irq_socket.clone(),
             source,
         })?;
+        // The device shows in sysfs only now that its interrupt exists.
+        layout::create_uio(&shared.config, &paths).map_err(|source| SimError::Layout {
+            path: paths.root.uio_class(),
+            source,
+        })?;
         let watcher = watch::Watcher::new(&shared).map_err(SimError::Watch)?;
         let mut threads = Vec::new();
         let s = shared.clone();

@@ -432,13 +432,15 @@ fn renumber_uio(shared: &Shared) -> std::io::Result<()> {
     let root = &shared.paths.root;
     let n = shared.uio_number.load(Ordering::Relaxed);
     let (old, new) = (format!("uio{n}"), format!("uio{}", n + 1));
-    fs::rename(root.uio_class().join(&old), root.uio_class().join(&new))?;
+    // The node and the interrupt first, sysfs last, as create_uio: whoever
+    // finds uioN+1 in sysfs can open all of it.
     fs::hard_link(root.dev(&old), root.dev(&new))?;
     fs::remove_file(root.dev(&old))?;
     fs::rename(
         root.dev(&format!("{old}.irq")),
         root.dev(&format!("{new}.irq")),
     )?;
+    fs::rename(root.uio_class().join(&old), root.uio_class().join(&new))?;
     shared.uio_number.store(n + 1, Ordering::Relaxed);
     log::info!(
         "fabric-sim: the shell's UIO device is now {}",

@@ -309,3 +309,49 @@ async fn a_submit_that_fails_part_way_advances_nothing() {
     );
     assert_eq!(sim.stats().stale_descriptors, 0);
 }
+
+#[test]
+fn the_shells_device_shows_in_sysfs_only_once_its_interrupt_is_there() {
+    // A daemon finds the shell through sysfs and opens its node and its
+    // interrupt at once (fabricd probe, then fabricd serve, at boot). On a
+    // real kernel the UIO device is whole before its uevent; so must the
+    // simulated one be, however soon after it appears someone looks.
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = fabric_hw::Root::new(dir.path());
+    let name = root.uio_class().join("uio0/name");
+    let irq = root.dev("uio0.irq");
+    let started = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let started = started.clone();
+        std::thread::spawn(move || loop {
+            if name.exists() {
+                let fd = socket(
+                    AddressFamily::Unix,
+                    SockType::SeqPacket,
+                    SockFlag::SOCK_CLOEXEC,
+                    None,
+                )
+                .expect("socket");
+                let addr = UnixAddr::new(&irq).expect("addr");
+                return connect(fd.as_raw_fd(), &addr).map_err(|e| {
+                    format!("{} in sysfs, but {}: {e}", name.display(), irq.display())
+                });
+            }
+            if started.load(Ordering::SeqCst) && !name.exists() {
+                return Err("the simulator started without the shell's device".into());
+            }
+            std::hint::spin_loop();
+        })
+    };
+    let s = sim(dir.path(), |_| {});
+    started.store(true, Ordering::SeqCst);
+    let seen = watcher.join().expect("join");
+    drop(s);
+    seen.expect("the interrupt exists once sysfs shows the device");
+}
