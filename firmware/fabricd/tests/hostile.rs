@@ -131,6 +131,32 @@ async fn a_head_over_the_limit_gets_431_naming_the_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_line_without_a_version_gets_400_at_once() {
+    // HTTP/0.9's `GET /`: hyper refuses it as soon as it sees the line, as
+    // it did before the head reader stood in front of it (nginx, too,
+    // answers 400 to a request line it cannot parse).
+    let d = Daemon::start(
+        |s| s.time_scale = 0.05,
+        |c| c.header_read_timeout_ms = 30_000,
+    )
+    .await;
+    for line in ["GET /\r\n", "GET /healthz\r\n"] {
+        let mut sock = connect(d.addr).await;
+        sock.write_all(line.as_bytes()).await.expect("write");
+        let asked = std::time::Instant::now();
+        let (head, _) = response(&mut sock).await;
+        assert!(head.starts_with("HTTP/1.1 400"), "{line:?}: {head:?}");
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(30),
+            "{line:?} answered only after {:?}",
+            asked.elapsed()
+        );
+        assert!(closed(&mut sock).await);
+    }
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_heads_past_their_budget_are_answered_overloaded_and_whole_ones_still_served() {
     // Room for two slow heads (each holds a 4 KiB first read).
     let d = Daemon::start(

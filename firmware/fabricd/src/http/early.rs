@@ -39,14 +39,11 @@ use tokio_util::sync::CancellationToken;
 use super::body::Body;
 use super::completions::completions;
 use super::conn::{serve_one, Exchange, Ready};
+use super::head::MAX_HEADERS;
 use super::App;
 
 /// The path served here.
 const PATH: &str = "/v1/completions";
-
-/// hyper's default limit on a head's headers: a head with more is hyper's
-/// to refuse.
-const MAX_HEADERS: usize = 100;
 
 /// A completion's head, parsed, and where its body lies in the buffer.
 #[derive(Debug)]

@@ -32,6 +32,10 @@ const MIN_READ: usize = 512;
 /// The budget is counted in units of this many bytes.
 const UNIT: usize = 1024;
 
+/// hyper's default limit on a head's headers: a head with more is hyper's
+/// to refuse.
+pub const MAX_HEADERS: usize = 100;
+
 /// Limits on heads.
 #[derive(Debug)]
 pub struct HeadLimits {
@@ -63,10 +67,15 @@ pub enum HeadError {
     OverBudget,
 }
 
-/// Reads until `buf` holds a whole head (and perhaps more), from `stream`,
-/// by `deadline`. `buf` may already hold bytes (pipelined after the last
-/// request). Empty lines before the request line are dropped, as hyper
-/// would skip them.
+/// Reads until `buf` holds a whole head (and perhaps more), or a head that
+/// hyper's parser already refuses, from `stream`, by `deadline`. `buf` may
+/// already hold bytes (pipelined after the last request). Empty lines
+/// before the request line are dropped, as hyper would skip them.
+///
+/// A head refused before its end is hyper's to answer at once (400, or
+/// 431 for too many headers): waiting for a blank line that changes
+/// nothing would hold, for example, HTTP/0.9's `GET /` (a request line
+/// without a version) until its deadline and then close it unanswered.
 pub async fn read_head(
     stream: &TcpStream,
     buf: &mut BytesMut,
@@ -84,6 +93,9 @@ pub async fn read_head(
             } else {
                 Ok(())
             };
+        }
+        if refused(buf) {
+            return Ok(());
         }
         // The last three bytes may start a terminator the next read ends.
         scanned = buf.len().saturating_sub(3);
@@ -140,6 +152,13 @@ fn hold(
         }
         Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => Err(HeadError::OverBudget),
     }
+}
+
+/// Whether httparse (hyper's parser, with hyper's limit of headers)
+/// refuses the head begun in `buf` whatever follows.
+fn refused(buf: &[u8]) -> bool {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    httparse::Request::new(&mut headers).parse(buf).is_err()
 }
 
 fn skip_empty_lines(buf: &mut BytesMut) {
@@ -297,6 +316,42 @@ mod tests {
         let limits = HeadLimits::new(16 << 10, 1 << 20);
         let (mut c, s) = pair().await;
         c.write_all(b"GET / HTTP/1.1\r\n").await.expect("write");
+        let mut buf = BytesMut::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert_eq!(
+            read_head(&s, &mut buf, &limits, deadline).await,
+            Err(HeadError::Overdue)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_head_already_refused_is_handed_on_at_once() {
+        let limits = HeadLimits::new(16 << 10, 1 << 20);
+        // HTTP/0.9's request line has no version; nor, once more than
+        // hyper's limit of headers has come, does waiting change anything.
+        let many: String = (0..=MAX_HEADERS).map(|i| format!("x-{i}: y\r\n")).collect();
+        let heads = [
+            "GET /\r\n".to_owned(),
+            "GET / FOO/1.1\r\n".to_owned(),
+            format!("GET / HTTP/1.1\r\n{many}"),
+        ];
+        for head in heads {
+            let (mut c, s) = pair().await;
+            c.write_all(head.as_bytes()).await.expect("write");
+            let mut buf = BytesMut::new();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            assert_eq!(
+                read_head(&s, &mut buf, &limits, deadline).await,
+                Ok(()),
+                "{head:?}"
+            );
+            assert_eq!(&buf[..], head.as_bytes());
+        }
+        // A head that is only incomplete still waits for the rest.
+        let (mut c, s) = pair().await;
+        c.write_all(b"GET / HTTP/1.1\r\nhost: t\r\n")
+            .await
+            .expect("write");
         let mut buf = BytesMut::new();
         let deadline = Instant::now() + Duration::from_secs(5);
         assert_eq!(
