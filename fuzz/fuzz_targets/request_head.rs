@@ -9,10 +9,16 @@
 //! that is the body's length, within the limit, and no `Transfer-Encoding`,
 //! `Expect` or `Upgrade`; and httparse, hyper's own parser, takes the same
 //! head whole, to the same length.
+//!
+//! And one judge of every head, planned or not: a head the head reader
+//! takes as whole, httparse (with hyper's limit of headers) takes whole to
+//! the same length or refuses; one the reader waits on for more, httparse
+//! does not call whole. hyper is never handed a head the reader has not
+//! judged.
 #![no_main]
 
 use fabricd::http::early::plan;
-use fabricd::http::head::head_len;
+use fabricd::http::head::{head_len, MAX_HEADERS};
 use libfuzzer_sys::fuzz_target;
 
 /// A small limit, so that lengths past it are found.
@@ -26,10 +32,20 @@ fuzz_target!(|data: &[u8]| {
         .take_while(|&&b| b == b'\r' || b == b'\n')
         .count();
     let data = &data[blank..];
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let judged = httparse::Request::new(&mut headers).parse(data);
     let Some(end) = head_len(data) else {
+        assert!(
+            !matches!(judged, Ok(httparse::Status::Complete(_))),
+            "httparse has a whole head the reader would wait on: {judged:?}"
+        );
         return;
     };
     assert!(end <= data.len());
+    assert!(
+        judged.is_err() || judged == Ok(httparse::Status::Complete(end)),
+        "the reader ends the head at {end}, httparse says {judged:?}"
+    );
     let Some(p) = plan(data, LIMIT) else {
         return;
     };

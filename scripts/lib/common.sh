@@ -39,11 +39,13 @@ commit() {
 }
 
 # start_daemon NAME PORT TOML-BODY: fabricd serve --sim with that config;
-# sets $daemon_pid and $daemon_root (the simulated board's root).
+# sets $daemon_pid and $daemon_root (the simulated board's root). The
+# binary is $FABRICD if set (scripts/bench-ab runs an older build), else
+# this tree's release build.
 start_daemon() {
     local name=$1 port=$2 body=$3
     printf 'listen = "127.0.0.1:%s"\n%s\n' "$port" "$body" > "$work/$name.toml"
-    RUST_LOG=info "$bin/fabricd" serve --sim --config "$work/$name.toml" --catalog "$repo/bitstreams" \
+    RUST_LOG=info "${FABRICD:-$bin/fabricd}" serve --sim --config "$work/$name.toml" --catalog "$repo/bitstreams" \
         2> "$work/$name.log" &
     daemon_pid=$!
     pids+=("$daemon_pid")

@@ -1,88 +1,23 @@
 //! Answering an admitted request: tokens to text through the stop sequences, as one body or an event stream.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use fabric_hw::contract::Finish;
-use fabric_model::tokenizer::EOS;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use tokio::sync::mpsc;
 
-use super::body::{self, Body};
-use super::completions::Started;
+use super::body::{self, json_bytes, Body};
 use super::instant::{joined_answer, remember, run_alone, set_source};
+use super::ledger::Started;
 use super::reply::Failure;
-use super::routes::json_bytes;
-use super::text::{StopMatcher, Utf8Decoder};
-use super::{response, App};
+use super::response::{self, sse, unix_now};
+use super::text::Assembler;
+use super::App;
 use crate::sched::{Ending, Outcome, ReqEvent};
 use crate::typing::Source;
-
-pub(super) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// Tokens to text, through the stop sequences.
-pub(super) struct Assembler {
-    pub(super) tokenizer: Arc<fabric_model::Tokenizer>,
-    utf8: Utf8Decoder,
-    pub(super) stops: StopMatcher,
-    pub(super) tokens: usize,
-    /// Scratch, kept between pushes: the text before the stop sequences.
-    pub(super) text: String,
-}
-
-impl Assembler {
-    pub(super) fn new(tokenizer: Arc<fabric_model::Tokenizer>, stops: Vec<String>) -> Assembler {
-        Assembler {
-            tokenizer,
-            utf8: Utf8Decoder::default(),
-            stops: StopMatcher::new(stops),
-            tokens: 0,
-            text: String::new(),
-        }
-    }
-
-    /// Appends the text of `tokens` that can go out now to `out`.
-    pub(super) fn push(&mut self, tokens: &[u32], out: &mut String) {
-        if self.stops.stopped() {
-            return;
-        }
-        self.tokens += tokens.len();
-        // Without stop sequences the text goes straight out.
-        let text = if self.stops.passes_through() {
-            &mut *out
-        } else {
-            self.text.clear();
-            &mut self.text
-        };
-        for &t in tokens.iter().filter(|&&t| t != EOS) {
-            let tok = &self.tokenizer;
-            self.utf8
-                .push_token(tok.token_text(t), tok.token_bytes(t), text);
-        }
-        if !self.stops.passes_through() {
-            self.stops.push(&self.text, out);
-        }
-    }
-
-    /// Appends what was held back, at the end.
-    pub(super) fn finish(&mut self, out: &mut String) {
-        if self.stops.stopped() {
-            return;
-        }
-        self.text.clear();
-        self.utf8.finish(&mut self.text);
-        self.stops.push(&self.text, out);
-        if !self.stops.stopped() {
-            self.stops.finish(out);
-        }
-    }
-}
 
 pub(super) async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<Body> {
     let mut asm = Assembler::new(s.req.tokenizer.clone(), std::mem::take(&mut s.req.stop));
@@ -240,14 +175,6 @@ pub(super) fn stream_response(app: &Arc<App>, s: Started) -> Response<Body> {
     r
 }
 
-pub(super) fn sse(c: &response::Completion<'_>) -> Bytes {
-    let mut out = Vec::with_capacity(256 + c.choices[0].text.len());
-    out.extend_from_slice(b"data: ");
-    c.write_json(&mut out);
-    out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
-}
-
 /// Feeds one event stream; ends (and cancels) when the client goes away.
 pub(super) async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
     let id = response::CompletionId::new(s.req.id);
@@ -402,29 +329,5 @@ pub(super) async fn finish_stream(
     );
     if ok {
         app.typing.answered_by(Source::Fabric);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_assembler_cuts_at_stops_and_skips_end_of_text() {
-        let tok = Arc::new(fabric_model::Tokenizer::new(vec![
-            b" world".to_vec(),
-            b"\n".to_vec(),
-        ]));
-        let hello: Vec<u32> = b"hello".iter().map(|&b| u32::from(b)).collect();
-        let mut a = Assembler::new(tok.clone(), vec!["\n".into()]);
-        let mut pushed = |tokens: &[u32]| {
-            let mut out = String::new();
-            a.push(tokens, &mut out);
-            out
-        };
-        assert_eq!(pushed(&hello), "hello");
-        assert_eq!(pushed(&[257, EOS]), " world");
-        assert_eq!(pushed(&[258, 257]), "");
-        assert!(a.stops.stopped());
     }
 }

@@ -11,6 +11,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use hyper::body::{Frame, SizeHint};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
 use tokio::sync::mpsc;
 
 /// The body of every response.
@@ -44,6 +46,15 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
         kind: Kind::Full((!bytes.is_empty()).then_some(bytes)),
         on_drop: None,
     }
+}
+
+/// A response with a JSON body already written (and its newline).
+pub fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response<Body> {
+    let mut r = Response::new(full(bytes));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
 }
 
 /// A streaming body and the sender that feeds it.

@@ -1,95 +1,23 @@
 //! A completion request from its head to its admission: checked, read, validated, admitted; cancelled when its client goes away.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::pin;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
-use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Request, Response};
 
 use super::answer::{stream_response, whole_response};
 use super::body::Body;
-use super::conn::Exchange;
+use super::exchange::Exchange;
 use super::instant::{instant_response, Instant as Answered};
+use super::ledger::{CancelGuard, Ledger, Prepared, Started};
 use super::reply::Failure;
-use super::validate::{client_ip, validate, Edge, Prepared};
+use super::validate::{check_head, client_ip, validate, Edge, Head};
 use super::App;
-use crate::sched::{Ending, Outcome, ReqEvent, ReqId};
-
-/// What is recorded about a request when it ends (exactly once).
-#[derive(Debug, Clone)]
-pub(super) struct Ledger {
-    pub(super) model: Option<Arc<str>>,
-    pub(super) ip: IpAddr,
-    pub(super) received: Instant,
-    pub(super) tokens_in: u64,
-}
-
-impl App {
-    /// Counts a request refused before it was admitted, and answers it.
-    pub(super) fn refused(&self, l: &Ledger, failure: Failure) -> Response<Body> {
-        self.ended(l, failure.ending(), 0, 0);
-        failure.response()
-    }
-
-    /// Counts a request's end in the metrics and the stats.
-    pub(super) fn ended(&self, l: &Ledger, ending: Ending, tokens_out: u64, fabric_us: u32) {
-        let now = Instant::now();
-        self.metrics.outcome(ending);
-        if ending == Ending::Ok {
-            self.metrics
-                .tokens_in
-                .fetch_add(l.tokens_in, Ordering::Relaxed);
-            self.metrics
-                .tokens_out
-                .fetch_add(tokens_out, Ordering::Relaxed);
-            self.metrics
-                .latency
-                .observe(now.saturating_duration_since(l.received));
-            if fabric_us > 0 {
-                self.metrics
-                    .fabric_time
-                    .observe(Duration::from_micros(fabric_us.into()));
-            }
-        }
-        self.stats.record(crate::stats::RequestEvent {
-            outcome: ending,
-            model: l.model.as_deref(),
-            client: Some(l.ip),
-            received: l.received,
-            ended: now,
-            tokens_in: l.tokens_in,
-            tokens_out,
-        });
-    }
-}
-
-/// Cancels a request when dropped, unless disarmed: the client went away.
-pub(super) struct CancelGuard {
-    pub(super) id: ReqId,
-    pub(super) app: Arc<App>,
-    pub(super) ledger: Ledger,
-    pub(super) armed: bool,
-}
-
-impl CancelGuard {
-    pub(super) fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for CancelGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            self.app.sched.cancel(self.id);
-            self.app.ended(&self.ledger, Ending::Cancelled, 0, 0);
-        }
-    }
-}
+use crate::sched::{Outcome, ReqEvent};
 
 pub(super) async fn read_body<B: RequestBody>(
     app: &App,
@@ -213,108 +141,6 @@ pub(super) enum Began {
     Queued(Started),
     /// Answered at the edge already (cache, typed forward).
     Answered(Box<Answered>),
-}
-
-/// What a completion's head says besides its body: the deadline header
-/// and the session header.
-#[derive(Debug, Default)]
-pub(super) struct Head {
-    pub(super) deadline_ms: Option<u64>,
-    pub(super) session: Option<String>,
-    pub(super) session_seq: Option<u64>,
-}
-
-/// An admitted request, whose client going away cancels it.
-pub(super) struct Started {
-    pub(super) req: Prepared,
-    pub(super) guard: CancelGuard,
-}
-
-impl Started {
-    /// Ends the request (once): disarms the cancel and records it.
-    pub(super) fn end(&mut self, app: &App, ending: Ending, tokens_out: usize, fabric_us: u32) {
-        if self.guard.armed {
-            self.guard.disarm();
-            app.ended(&self.guard.ledger, ending, tokens_out as u64, fabric_us);
-        }
-    }
-}
-
-/// Checks a completion's head: the daemon is not shutting down, the body
-/// is JSON, the deadline header is a number, the session header a session
-/// id and the sequence header a sequence number (all returned).
-pub(super) fn check_head(app: &App, headers: &hyper::HeaderMap) -> Result<Head, Failure> {
-    if app.shutting_down.load(Ordering::Relaxed) {
-        return Err(Outcome::ShuttingDown.into());
-    }
-    // Refused before the body is asked for, so before hyper sends `100
-    // Continue` to a client that waits for it.
-    if let Some(len) = headers.get(CONTENT_LENGTH) {
-        let len = len.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok());
-        let limit = app.config.body_limit;
-        if len.is_some_and(|len| len > limit as u64) {
-            return Err(Failure::BodyTooLarge { limit });
-        }
-    }
-    if let Some(ct) = headers.get(CONTENT_TYPE) {
-        let ct = ct.to_str().unwrap_or("");
-        let essence = ct.split(';').next().unwrap_or("").trim();
-        if !essence.eq_ignore_ascii_case("application/json") {
-            return Err(Failure::UnsupportedMediaType {
-                found: ct.to_owned(),
-            });
-        }
-    }
-    let deadline_ms = headers
-        .get("x-deadline-ms")
-        .map(|v| {
-            v.to_str()
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
-                .filter(|&ms| ms > 0)
-                .ok_or_else(|| {
-                    Failure::from(Outcome::invalid(
-                        "x-deadline-ms",
-                        "the X-Deadline-Ms header must be a positive integer",
-                    ))
-                })
-        })
-        .transpose()?;
-    let session = match headers.get("x-session-id") {
-        None => None,
-        Some(v) => {
-            let id = v.to_str().map_err(|_| {
-                Outcome::invalid(
-                    "session",
-                    "the X-Session-Id header must be visible ASCII (a session id of 1 to 128 bytes)",
-                )
-            })?;
-            super::request::check_session(Some(id))?;
-            Some(id.to_owned())
-        }
-    };
-    let session_seq = headers
-        .get("x-session-seq")
-        .map(|v| {
-            let seq = v
-                .to_str()
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
-                .ok_or_else(|| {
-                    Outcome::invalid(
-                        "session_seq",
-                        "the X-Session-Seq header must be a non-negative integer",
-                    )
-                })?;
-            super::request::check_session_seq(Some(seq))?;
-            Ok::<_, Failure>(seq)
-        })
-        .transpose()?;
-    Ok(Head {
-        deadline_ms,
-        session,
-        session_seq,
-    })
 }
 
 /// Reads, checks and admits a request: queued, answered at the edge, or a

@@ -38,7 +38,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::body::Body;
 use super::completions::completions;
-use super::conn::{serve_one, Exchange, Ready};
+use super::exchange::{Exchange, Ready};
+use super::handoff::serve_one;
 use super::head::MAX_HEADERS;
 use super::App;
 

@@ -14,13 +14,11 @@ use fabric_hw::contract::Finish;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 
-use super::answer::{sse, unix_now, Assembler};
-use super::body::{full, Body};
-use super::completions::{Ledger, Started};
-use super::routes::json_bytes;
-use super::text::StopMatcher;
-use super::validate::{Prepared, Ticket};
-use super::{response, App};
+use super::body::{full, json_bytes, Body};
+use super::ledger::{Ledger, Prepared, Started, Ticket};
+use super::response::{self, sse, unix_now};
+use super::text::{Assembler, StopMatcher};
+use super::App;
 use crate::sched::{self, Admission, Ending, Outcome, ReqId, SessionKey};
 use crate::typing::cache::Cached;
 use crate::typing::sessions::{Lookup, PromptMark, Sessions, Shown};

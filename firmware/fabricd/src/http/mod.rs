@@ -33,19 +33,24 @@
 //!   layer holds no part of the hardware layer.
 //!
 //! # Layout
+//! The files read down a request's path, and a file names only those
+//! below it (`tests/layering.rs` holds them to it; `docs/design.md` draws
+//! it):
 //! - `server`: the accept loop, the caps; `conn`: a connection's life,
 //!   idle keep-alive and shutdown; `early`: a completion answered before
-//!   hyper; [`head`]: request heads and their budget; [`body`]: response
-//!   bodies.
-//! - `routes`: the routes and the read-only endpoints; `page`: the typing
-//!   page at `/`.
+//!   hyper; `handoff`: a request served by a hyper of its own.
+//! - `routes`: the routes and the read-only endpoints.
 //! - `completions`: a completion from its head to its admission;
-//!   `validate`: the edge's validation; [`request`]: the body's shape.
-//! - `answer`: tokens to text ([`text`]) as one body or an event stream;
-//!   [`response`]: the completion's JSON.
-//! - `instant`: the typing features at the edge: answers from the cache,
-//!   typed forward and joins, and what an answer leaves for them.
-//! - [`reply`]: outcomes as statuses and error bodies.
+//!   `validate`: the edge's validation; `answer`: tokens to one body or an
+//!   event stream; `instant`: the typing features at the edge (answers from
+//!   the cache, typed forward and joins, and what an answer leaves for
+//!   them).
+//! - Below them all: `ledger`: an admitted request's record and its end;
+//!   `exchange`: what a connection and its hyper share; `page`: the typing
+//!   page at `/`; [`reply`]: outcomes as statuses and error bodies;
+//!   [`body`]: response bodies; [`text`]: tokens to text; [`response`]: the
+//!   completion's JSON; [`request`]: the body's shape; [`head`]: request
+//!   heads and their budget.
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -62,8 +67,11 @@ pub mod body;
 mod completions;
 mod conn;
 pub mod early;
+mod exchange;
+mod handoff;
 pub mod head;
 mod instant;
+mod ledger;
 mod page;
 pub mod reply;
 pub mod request;

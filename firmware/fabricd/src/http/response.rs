@@ -1,6 +1,9 @@
 //! The completion's shape (OpenAI completions), written as JSON by hand
 //! for the request path and held equal to serde's by a test.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
 use serde::Serialize;
 
 /// `finish_reason` as the API spells it.
@@ -223,6 +226,22 @@ pub fn chunk_body<'a>(
         usage: None,
         fabric: None,
     }
+}
+
+/// Seconds since the epoch, for `created`.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// One event of a stream: `data: ` and the JSON.
+pub fn sse(c: &Completion<'_>) -> Bytes {
+    let mut out = Vec::with_capacity(256 + c.choices[0].text.len());
+    out.extend_from_slice(b"data: ");
+    c.write_json(&mut out);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
 }
 
 #[cfg(test)]

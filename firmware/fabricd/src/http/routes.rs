@@ -9,9 +9,9 @@ use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 
-use super::body::{full, Body};
+use super::body::{full, json_bytes, Body};
 use super::completions::completions;
-use super::conn::Exchange;
+use super::exchange::Exchange;
 use super::reply::Failure;
 use super::App;
 
@@ -68,15 +68,6 @@ pub(super) fn json_response<T: serde::Serialize>(status: StatusCode, v: &T) -> R
     }
     bytes.push(b'\n');
     json_bytes(status, bytes)
-}
-
-/// A response with a JSON body already written (and its newline).
-pub(super) fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response<Body> {
-    let mut r = Response::new(full(bytes));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r
 }
 
 pub(super) fn models(app: &App) -> Response<Body> {

@@ -5,11 +5,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures_util::task::AtomicWaker;
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::server::conn::http1;
@@ -21,7 +20,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::conn::serve_conn;
+use super::conn::{serve_conn, Tenure};
 use super::reply::Failure;
 use super::App;
 use crate::sched::Outcome;
@@ -290,46 +289,6 @@ impl Drop for Seat {
         } else {
             book.by_count.insert((n - 1, self.ip));
         }
-    }
-}
-
-/// Whether a connection is idle between requests, and its word to close.
-#[derive(Debug, Default)]
-pub(super) struct Tenure {
-    parked: AtomicBool,
-    evicted: AtomicBool,
-    waker: AtomicWaker,
-}
-
-impl Tenure {
-    /// The connection waits for its next request (true) or not.
-    pub(super) fn set_parked(&self, parked: bool) {
-        self.parked.store(parked, Ordering::Release);
-    }
-
-    /// Told to close, if idle and not told already; true if told now.
-    fn evict(&self) -> bool {
-        if !self.parked.load(Ordering::Acquire) {
-            return false;
-        }
-        if self.evicted.swap(true, Ordering::AcqRel) {
-            return false;
-        }
-        self.waker.wake();
-        true
-    }
-
-    /// Ready once the connection is told to close.
-    pub(super) async fn evicted(&self) {
-        std::future::poll_fn(|cx| {
-            self.waker.register(cx.waker());
-            if self.evicted.load(Ordering::Acquire) {
-                std::task::Poll::Ready(())
-            } else {
-                std::task::Poll::Pending
-            }
-        })
-        .await;
     }
 }
 

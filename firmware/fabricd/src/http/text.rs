@@ -4,7 +4,12 @@
 //! of a UTF-8 character, so [`Utf8Decoder`] holds back an incomplete tail.
 //! [`StopMatcher`] finds the request's stop strings in the decoded text and
 //! holds back any tail that could still become one, so a stream never sends
-//! text that a stop sequence would have cut.
+//! text that a stop sequence would have cut. [`Assembler`] puts the two
+//! together for one request's tokens.
+
+use std::sync::Arc;
+
+use fabric_model::tokenizer::EOS;
 
 /// Turns a byte stream into text without splitting characters.
 #[derive(Debug, Default)]
@@ -150,6 +155,64 @@ fn longest_suffix_prefix(text: &str, stop: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// Tokens to text, through the stop sequences.
+pub(super) struct Assembler {
+    pub(super) tokenizer: Arc<fabric_model::Tokenizer>,
+    utf8: Utf8Decoder,
+    pub(super) stops: StopMatcher,
+    pub(super) tokens: usize,
+    /// Scratch, kept between pushes: the text before the stop sequences.
+    pub(super) text: String,
+}
+
+impl Assembler {
+    pub(super) fn new(tokenizer: Arc<fabric_model::Tokenizer>, stops: Vec<String>) -> Assembler {
+        Assembler {
+            tokenizer,
+            utf8: Utf8Decoder::default(),
+            stops: StopMatcher::new(stops),
+            tokens: 0,
+            text: String::new(),
+        }
+    }
+
+    /// Appends the text of `tokens` that can go out now to `out`.
+    pub(super) fn push(&mut self, tokens: &[u32], out: &mut String) {
+        if self.stops.stopped() {
+            return;
+        }
+        self.tokens += tokens.len();
+        // Without stop sequences the text goes straight out.
+        let text = if self.stops.passes_through() {
+            &mut *out
+        } else {
+            self.text.clear();
+            &mut self.text
+        };
+        for &t in tokens.iter().filter(|&&t| t != EOS) {
+            let tok = &self.tokenizer;
+            self.utf8
+                .push_token(tok.token_text(t), tok.token_bytes(t), text);
+        }
+        if !self.stops.passes_through() {
+            self.stops.push(&self.text, out);
+        }
+    }
+
+    /// Appends what was held back, at the end.
+    pub(super) fn finish(&mut self, out: &mut String) {
+        if self.stops.stopped() {
+            return;
+        }
+        self.text.clear();
+        self.utf8.finish(&mut self.text);
+        self.stops.push(&self.text, out);
+        if !self.stops.stopped() {
+            self.stops.finish(out);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +275,24 @@ mod tests {
         let mut m = StopMatcher::new(vec![String::new()]);
         assert_eq!(step(|o| m.push("abc", o)), "abc");
         assert_eq!(step(|o| m.finish(o)), "");
+    }
+
+    #[test]
+    fn the_assembler_cuts_at_stops_and_skips_end_of_text() {
+        let tok = Arc::new(fabric_model::Tokenizer::new(vec![
+            b" world".to_vec(),
+            b"\n".to_vec(),
+        ]));
+        let hello: Vec<u32> = b"hello".iter().map(|&b| u32::from(b)).collect();
+        let mut a = Assembler::new(tok.clone(), vec!["\n".into()]);
+        let mut pushed = |tokens: &[u32]| {
+            let mut out = String::new();
+            a.push(tokens, &mut out);
+            out
+        };
+        assert_eq!(pushed(&hello), "hello");
+        assert_eq!(pushed(&[257, EOS]), " world");
+        assert_eq!(pushed(&[258, 257]), "");
+        assert!(a.stops.stopped());
     }
 }

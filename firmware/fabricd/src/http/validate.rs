@@ -7,57 +7,100 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fabric_model::tokenizer::EOS;
 
-use super::completions::{Head, Ledger};
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE};
+
 use super::instant::{self, Instant, Looked};
+use super::ledger::{Joining, Ledger, Prepared, Ticket};
+use super::reply::Failure;
 use super::{request, App, DEFAULT_MODEL};
-use crate::sched::{self, Admission, ClientKey, Events, Outcome, ReqId, SessionKey};
+use crate::sched::{self, Admission, ClientKey, Events, Outcome, SessionKey};
 use crate::typing::cache::CacheKey;
-use crate::typing::sessions::{Compat, PromptMark};
+use crate::typing::sessions::Compat;
 
-/// What answering an admitted request needs.
-pub(super) struct Prepared {
-    pub(super) id: ReqId,
-    pub(super) model: Arc<str>,
-    pub(super) tokenizer: Arc<fabric_model::Tokenizer>,
-    pub(super) stream: bool,
-    pub(super) include_usage: bool,
-    pub(super) stop: Vec<String>,
-    pub(super) prompt_tokens: usize,
-    pub(super) max_tokens: u32,
-    pub(super) events: Events,
-    /// What the typing features need when it ends; boxed, as most requests
-    /// have none.
-    pub(super) ticket: Option<Box<Ticket>>,
+/// What a completion's head says besides its body: the deadline header
+/// and the session header.
+#[derive(Debug, Default)]
+pub(super) struct Head {
+    pub(super) deadline_ms: Option<u64>,
+    pub(super) session: Option<String>,
+    pub(super) session_seq: Option<u64>,
 }
 
-/// A request's part in the typing features: its session, its prompt as
-/// the session table remembers it, its cache key, and the join it was
-/// sent on.
-pub(super) struct Ticket {
-    pub(super) session: Option<SessionKey>,
-    pub(super) prompt: PromptMark,
-    pub(super) compat: Compat,
-    pub(super) cache_key: Option<CacheKey>,
-    /// The slots' models when it was admitted.
-    pub(super) epoch: u64,
-    pub(super) join: Option<Joining>,
-}
-
-/// A request sent to join its session's decoding request.
-pub(super) struct Joining {
-    /// The part of its prompt after the joined request's.
-    pub(super) typed: String,
-    /// Itself, to queue on its own if the joined answer does not fit.
-    pub(super) retry: sched::Request,
-}
-
-impl Prepared {
-    /// It ended without an answer: its session has nothing to go on.
-    pub(super) fn failed(&self, app: &App) {
-        if let Some(key) = self.ticket.as_ref().and_then(|t| t.session.as_ref()) {
-            app.typing.sessions().failed(key, self.id);
+/// Checks a completion's head: the daemon is not shutting down, the body
+/// is JSON, the deadline header is a number, the session header a session
+/// id and the sequence header a sequence number (all returned).
+pub(super) fn check_head(app: &App, headers: &hyper::HeaderMap) -> Result<Head, Failure> {
+    if app.shutting_down.load(Ordering::Relaxed) {
+        return Err(Outcome::ShuttingDown.into());
+    }
+    // Refused before the body is asked for, so before hyper sends `100
+    // Continue` to a client that waits for it.
+    if let Some(len) = headers.get(CONTENT_LENGTH) {
+        let len = len.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok());
+        let limit = app.config.body_limit;
+        if len.is_some_and(|len| len > limit as u64) {
+            return Err(Failure::BodyTooLarge { limit });
         }
     }
+    if let Some(ct) = headers.get(CONTENT_TYPE) {
+        let ct = ct.to_str().unwrap_or("");
+        let essence = ct.split(';').next().unwrap_or("").trim();
+        if !essence.eq_ignore_ascii_case("application/json") {
+            return Err(Failure::UnsupportedMediaType {
+                found: ct.to_owned(),
+            });
+        }
+    }
+    let deadline_ms = headers
+        .get("x-deadline-ms")
+        .map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .filter(|&ms| ms > 0)
+                .ok_or_else(|| {
+                    Failure::from(Outcome::invalid(
+                        "x-deadline-ms",
+                        "the X-Deadline-Ms header must be a positive integer",
+                    ))
+                })
+        })
+        .transpose()?;
+    let session = match headers.get("x-session-id") {
+        None => None,
+        Some(v) => {
+            let id = v.to_str().map_err(|_| {
+                Outcome::invalid(
+                    "session",
+                    "the X-Session-Id header must be visible ASCII (a session id of 1 to 128 bytes)",
+                )
+            })?;
+            super::request::check_session(Some(id))?;
+            Some(id.to_owned())
+        }
+    };
+    let session_seq = headers
+        .get("x-session-seq")
+        .map(|v| {
+            let seq = v
+                .to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    Outcome::invalid(
+                        "session_seq",
+                        "the X-Session-Seq header must be a non-negative integer",
+                    )
+                })?;
+            super::request::check_session_seq(Some(seq))?;
+            Ok::<_, Failure>(seq)
+        })
+        .transpose()?;
+    Ok(Head {
+        deadline_ms,
+        session,
+        session_seq,
+    })
 }
 
 /// Where validation leaves a request.
