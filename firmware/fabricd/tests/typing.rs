@@ -297,6 +297,53 @@ async fn a_cache_hit_never_reaches_the_fabric() {
     d.stop().await;
 }
 
+/// The cache's key holds every parameter that changes the tokens: a
+/// request that differs from a cached one in only one of them reaches the
+/// fabric and gets its own answer, and the cached one is still a hit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_differing_in_any_parameter_is_not_answered_from_the_cache() {
+    let d = Daemon::start(|s| s.time_scale = 0.05, |_| {}).await;
+    let base = json!({
+        "model": "kjv", "prompt": "And God said", "max_tokens": 8,
+        "temperature": 0.8, "seed": 5
+    });
+    let first = post_json(d.addr, base.clone()).await;
+    assert_eq!(
+        (first.status, source(&first)),
+        (200, "fabric"),
+        "{}",
+        first.text()
+    );
+    let again = post_json(d.addr, base.clone()).await;
+    assert_eq!(
+        source(&again),
+        "cache",
+        "the control: the same request is a hit"
+    );
+    for (field, value) in [
+        ("temperature", json!(1.7)),
+        ("seed", json!(6)),
+        ("max_tokens", json!(12)),
+        ("ignore_eos", json!(true)),
+        ("model", json!("fortunes")),
+        ("prompt", json!("And God saw")),
+    ] {
+        let mut other = base.clone();
+        other[field] = value;
+        let fresh = post_json(d.addr, other.clone()).await;
+        assert_eq!(
+            (fresh.status, source(&fresh)),
+            (200, "fabric"),
+            "differing in {field} only, answered from the cache: {}",
+            fresh.text()
+        );
+        // Its own answer is cached under its own key.
+        assert_eq!(source(&post_json(d.addr, other).await), "cache", "{field}");
+    }
+    assert_eq!(source(&post_json(d.addr, base).await), "cache");
+    d.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typed_forward_answers_the_rest_without_the_fabric() {
     let d = Daemon::start(|s| s.time_scale = 0.05, |_| {}).await;
