@@ -31,6 +31,9 @@ pub const MAX_LANES: usize = 32;
 /// Most contexts (requests held: decoding, or accepted and waiting for a
 /// lane) per slot.
 pub const MAX_CONTEXTS: usize = 32;
+/// Most contexts of a whole shell: the bound of the host's per-context
+/// state, which is therefore fixed in size.
+pub const MAX_SHELL_CONTEXTS: usize = MAX_SLOTS * MAX_CONTEXTS;
 /// Size of a submission descriptor.
 pub const SQE_LEN: usize = 64;
 /// Size of a completion entry.
@@ -622,20 +625,39 @@ impl Cqe {
 /// The CRC of output tokens, as the device computes it for a DONE entry:
 /// CRC-32 over the tokens' little-endian bytes.
 pub fn tokens_crc<'a>(tokens: impl IntoIterator<Item = &'a u32>) -> u32 {
-    // Through a stack buffer: one update per 64 tokens, not one per token.
-    let mut hasher = crc32fast::Hasher::new();
-    let mut buf = [0u8; 256];
-    let mut n = 0;
-    for t in tokens {
-        buf[n..n + 4].copy_from_slice(&t.to_le_bytes());
-        n += 4;
-        if n == buf.len() {
-            hasher.update(&buf);
-            n = 0;
+    let mut crc = TokensCrc::default();
+    crc.update(tokens);
+    crc.value()
+}
+
+/// [`tokens_crc`] kept as the tokens come, a batch at a time: the host
+/// checks a request's output without holding it (CRC-32 is a running
+/// checksum, so updates over consecutive runs of tokens give the CRC of
+/// them all).
+#[derive(Debug, Clone, Default)]
+pub struct TokensCrc(crc32fast::Hasher);
+
+impl TokensCrc {
+    /// Adds the next tokens of the output.
+    pub fn update<'a>(&mut self, tokens: impl IntoIterator<Item = &'a u32>) {
+        // Through a stack buffer: one update per 64 tokens, not one per token.
+        let mut buf = [0u8; 256];
+        let mut n = 0;
+        for t in tokens {
+            buf[n..n + 4].copy_from_slice(&t.to_le_bytes());
+            n += 4;
+            if n == buf.len() {
+                self.0.update(&buf);
+                n = 0;
+            }
         }
+        self.0.update(&buf[..n]);
     }
-    hasher.update(&buf[..n]);
-    hasher.finalize()
+
+    /// The CRC of every token added so far.
+    pub fn value(&self) -> u32 {
+        self.0.clone().finalize()
+    }
 }
 
 #[cfg(test)]
@@ -682,6 +704,10 @@ mod tests {
             let at = split.min(tokens.len());
             let chained = tokens_crc(tokens[..at].iter().chain(&tokens[at..]));
             prop_assert_eq!(chained, crc32fast::hash(&bytes));
+            let mut running = TokensCrc::default();
+            running.update(&tokens[..at]);
+            running.update(&tokens[at..]);
+            prop_assert_eq!(running.value(), crc32fast::hash(&bytes));
         }
 
         #[test]

@@ -159,7 +159,12 @@ impl SyncAttr {
 
     /// Writes `command` and waits until the attribute reads 0 again.
     fn run(&self, command: u64) -> Result<(), DmaError> {
-        let text = format!("{command:#x}\n");
+        use std::fmt::Write as _;
+        // On the stack: a drain syncs on every interrupt, and allocates
+        // nothing. `0x`, 16 digits and a newline always fit.
+        let mut text = heapless::String::<20>::new();
+        let fits = writeln!(text, "{command:#x}");
+        debug_assert!(fits.is_ok(), "a sync command is at most 19 bytes");
         self.file
             .write_all_at(text.as_bytes(), 0)
             .map_err(|source| DmaError::SyncWrite {

@@ -3,6 +3,13 @@
 //! section 5; the functions below say where each step is). [`Rings`] owns
 //! the buffer and the ring state, and exactly one task drives it; it reads
 //! and writes the shell's registers through the [`Shell`] it is given.
+//!
+//! A drain allocates nothing, so the interrupt costs no trip to the
+//! allocator: the per-context state is fixed in size (the contract's
+//! [`MAX_SHELL_CONTEXTS`]); each context keeps the running CRC of its output
+//! rather than the tokens themselves; and the tokens a drain reads go into
+//! the caller's [`Drained`], which [`Rings::drained`] makes with room for
+//! the most one drain can find.
 
 use std::time::Duration;
 
@@ -99,15 +106,19 @@ pub struct Submission<'a> {
     pub params: Params,
 }
 
-/// What a completion entry meant for one request.
+/// Where a completion's tokens are in the [`Drained`] that holds it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Span {
+    pub start: usize,
+    pub len: usize,
+}
+
+/// What a completion entry meant for one request. Its tokens are in the
+/// [`Drained`] it was drained into: [`Drained::tokens`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Completion {
     /// More tokens (stream mode).
-    Tokens {
-        tag: u32,
-        ctx: u16,
-        tokens: Vec<u32>,
-    },
+    Tokens { tag: u32, ctx: u16, tokens: Span },
     /// The request is over and its context is free.
     Done {
         tag: u32,
@@ -115,13 +126,56 @@ pub enum Completion {
         status: CqeStatus,
         finish: Finish,
         /// Tokens not delivered by an earlier `Tokens`.
-        tokens: Vec<u32>,
+        tokens: Span,
         /// All output tokens of the request.
         n_tokens: u32,
         fabric_us: u32,
         /// False when the output CRC did not match: the tokens are corrupt.
         intact: bool,
     },
+}
+
+impl Completion {
+    /// Where this entry's tokens are.
+    pub fn tokens(&self) -> Span {
+        match self {
+            Completion::Tokens { tokens, .. } | Completion::Done { tokens, .. } => *tokens,
+        }
+    }
+}
+
+/// What drains found: the completions, in the order the device posted
+/// them, and the output tokens they announced, which each refers to by a
+/// [`Span`]. The caller keeps one from drain to drain and clears it once
+/// taken in; its buffers keep their room.
+#[derive(Debug, Clone, Default)]
+pub struct Drained {
+    pub completions: Vec<Completion>,
+    tokens: Vec<u32>,
+}
+
+impl Drained {
+    /// The tokens at `span`.
+    ///
+    /// # Panics
+    /// If `span` is not of a completion drained into this [`Drained`]
+    /// since it was last cleared.
+    pub fn tokens(&self, span: Span) -> &[u32] {
+        &self.tokens[span.start..span.start + span.len]
+    }
+
+    /// Forgets every completion and token, keeping the room.
+    pub fn clear(&mut self) {
+        self.completions.clear();
+        self.tokens.clear();
+    }
+
+    /// Each completion with its tokens.
+    pub fn iter(&self) -> impl Iterator<Item = (&Completion, &[u32])> {
+        self.completions
+            .iter()
+            .map(|c| (c, self.tokens(c.tokens())))
+    }
 }
 
 /// What a drain found besides completions.
@@ -137,7 +191,10 @@ pub struct DrainReport {
 struct CtxState {
     /// 0 when the context is free.
     tag: u32,
-    tokens: Vec<u32>,
+    /// Tokens reported by `Tokens` entries so far.
+    have: u32,
+    /// Their CRC, for the DONE entry's check of the whole output.
+    crc: TokensCrc,
     cap: u32,
 }
 
@@ -151,9 +208,12 @@ pub struct Rings {
     sq_tail: u32,
     cq_head: u32,
     /// For each SQ entry, the (tag, ctx) written there, so a refused
-    /// descriptor (whose tag cannot be trusted) finds its request.
-    sq_owner: Vec<(u32, u16)>,
-    ctxs: Vec<CtxState>,
+    /// descriptor (whose tag cannot be trusted) finds its request. Sized
+    /// once, for the ring as configured: the contract's bound (4,096
+    /// entries) would hold 32 KiB for the usual 256.
+    sq_owner: Box<[(u32, u16)]>,
+    /// One per context of the shell.
+    ctxs: heapless::Vec<CtxState, MAX_SHELL_CONTEXTS>,
 }
 
 impl Rings {
@@ -183,6 +243,15 @@ impl Rings {
                 limit: format!("at least the {} contexts", info.contexts()),
             });
         }
+        let mut ctxs = heapless::Vec::new();
+        if ctxs.resize_default(info.contexts()).is_err() {
+            return Err(ShellError::Invalid {
+                tag: 0,
+                field: "contexts",
+                value: info.contexts() as u64,
+                limit: format!("at most the contract's {MAX_SHELL_CONTEXTS}"),
+            });
+        }
         let layout = Layout::new(&info, &config);
         if layout.end > dma.size() {
             return Err(ShellError::BufferTooSmall {
@@ -197,8 +266,8 @@ impl Rings {
             config,
             sq_tail: 0,
             cq_head: 0,
-            sq_owner: vec![(0, 0); config.sq_entries as usize],
-            ctxs: vec![CtxState::default(); info.contexts()],
+            sq_owner: vec![(0, 0); config.sq_entries as usize].into_boxed_slice(),
+            ctxs,
             info,
         };
         rings.reset(shell)?;
@@ -289,6 +358,16 @@ impl Rings {
     /// The tag running in `ctx`, or 0.
     pub fn running(&self, ctx: u16) -> u32 {
         self.ctxs.get(usize::from(ctx)).map_or(0, |c| c.tag)
+    }
+
+    /// A [`Drained`] with room for the most one drain can find: every CQ
+    /// entry, and each context's whole output (no more than the buffer's
+    /// output section), so that draining into it never allocates.
+    pub fn drained(&self) -> Drained {
+        Drained {
+            completions: Vec::with_capacity(self.config.cq_entries as usize),
+            tokens: Vec::with_capacity(self.info.contexts() * self.info.max_output as usize),
+        }
     }
 
     /// The DMA buffer (for tests that play a careless driver).
@@ -419,8 +498,8 @@ impl Rings {
             self.sq_owner[index as usize] = (s.tag, s.ctx);
             self.ctxs[usize::from(s.ctx)] = CtxState {
                 tag: s.tag,
-                tokens: Vec::new(),
                 cap: s.params.max_tokens,
+                ..CtxState::default()
             };
         }
         self.sq_tail = first.wrapping_add(batch.len() as u32);
@@ -432,12 +511,9 @@ impl Rings {
     }
 
     /// Reads every completion the device has posted (contract section 5,
-    /// steps 2 to 5). Call it after an interrupt, then unmask.
-    pub fn drain(
-        &mut self,
-        shell: &Shell,
-        out: &mut Vec<Completion>,
-    ) -> Result<DrainReport, ShellError> {
+    /// steps 2 to 5), adding them to `out`. Call it after an interrupt,
+    /// then unmask. On an error, what was drained before it is in `out`.
+    pub fn drain(&mut self, shell: &Shell, out: &mut Drained) -> Result<DrainReport, ShellError> {
         let r = shell.regs();
         let mut report = DrainReport::default();
         // Step 2: the index, then a barrier before reading what it announces.
@@ -472,9 +548,8 @@ impl Rings {
                 .map_err(|source| ShellError::Completion { index: seq, source })?;
             self.cq_head = self.cq_head.wrapping_add(1);
             report.completions += 1;
-            if let Some(c) = self.complete(&cqe, seq)? {
-                out.push(c);
-            }
+            let c = self.complete(&cqe, seq, &mut out.tokens)?;
+            out.completions.push(c);
         }
         // Step 5.
         REG_CQ_HEAD.set(r, self.cq_head);
@@ -490,7 +565,13 @@ impl Rings {
         Ok(report)
     }
 
-    fn complete(&mut self, cqe: &Cqe, index: u32) -> Result<Option<Completion>, ShellError> {
+    /// What `cqe` means, its new tokens read onto the end of `tokens`.
+    fn complete(
+        &mut self,
+        cqe: &Cqe,
+        index: u32,
+        tokens: &mut Vec<u32>,
+    ) -> Result<Completion, ShellError> {
         // A refused descriptor carries its SQ index instead of a trusted tag.
         let (tag, ctx) = if matches!(
             cqe.status,
@@ -533,8 +614,8 @@ impl Rings {
                 cap: state.cap,
             });
         }
-        let have = state.tokens.len() as u32;
-        let mut fresh = Vec::new();
+        let have = state.have;
+        let start = tokens.len();
         if n > have {
             // Step 3 for the output tokens this entry announces.
             let off = self.layout.outputs
@@ -542,35 +623,42 @@ impl Rings {
                 + u64::from(have) * 4;
             let len = u64::from(n - have) * 4;
             self.dma.sync_for_cpu(off, len)?;
-            fresh = vec![0u32; (n - have) as usize];
-            self.dma.read_u32s(off, &mut fresh)?;
+            tokens.resize(start + (n - have) as usize, 0);
+            if let Err(e) = self.dma.read_u32s(off, &mut tokens[start..]) {
+                tokens.truncate(start);
+                return Err(e.into());
+            }
+            // The CRC covers the whole output: what earlier entries
+            // reported, then these.
+            state.crc.update(&tokens[start..]);
         }
+        let span = Span {
+            start,
+            len: tokens.len() - start,
+        };
+        let n_tokens = have + span.len as u32;
         match cqe.kind {
             CqeKind::Tokens => {
-                state.tokens.extend_from_slice(&fresh);
-                Ok(Some(Completion::Tokens {
+                state.have = n_tokens;
+                Ok(Completion::Tokens {
                     tag,
                     ctx,
-                    tokens: fresh,
-                }))
+                    tokens: span,
+                })
             }
             CqeKind::Done => {
-                // The CRC covers the whole output: what earlier entries
-                // reported, then these.
-                let intact = cqe.status != CqeStatus::Ok
-                    || tokens_crc(state.tokens.iter().chain(&fresh)) == cqe.crc;
-                let n_tokens = (state.tokens.len() + fresh.len()) as u32;
+                let intact = cqe.status != CqeStatus::Ok || state.crc.value() == cqe.crc;
                 *state = CtxState::default();
-                Ok(Some(Completion::Done {
+                Ok(Completion::Done {
                     tag,
                     ctx,
                     status: cqe.status,
                     finish: cqe.finish,
-                    tokens: fresh,
+                    tokens: span,
                     n_tokens,
                     fabric_us: cqe.fabric_us,
                     intact,
-                }))
+                })
             }
         }
     }

@@ -23,7 +23,8 @@ use crate::root::Root;
 use crate::uio::{UioDevice, UioError};
 
 pub use crate::rings::{
-    ring_ranges, Completion, DrainReport, Layout, Params, RingConfig, Rings, Submission,
+    ring_ranges, Completion, DrainReport, Drained, Layout, Params, RingConfig, Rings, Span,
+    Submission,
 };
 
 /// Why the shell could not be attached or driven.

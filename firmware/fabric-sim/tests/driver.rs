@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::{host, sim, wait_for};
 use fabric_hw::contract::*;
-use fabric_hw::shell::{Completion, Params, Rings, Shell, Submission};
+use fabric_hw::shell::{Completion, Drained, Params, Rings, Shell, Submission};
 use fabric_hw::uio::UioIrq;
 use fabric_sim::device::Faults;
 
@@ -29,38 +29,28 @@ fn sub(tag: u32, ctx: u16, max_tokens: u32, stream: bool) -> Submission<'static>
 }
 
 /// Waits for interrupts (with a bounded wait each) and drains until `tag`
-/// is done; returns every completion seen.
-async fn until_done(
-    irq: &mut UioIrq,
-    shell: &Shell,
-    rings: &mut Rings,
-    tag: u32,
-) -> Vec<Completion> {
-    let mut all = Vec::new();
+/// is done; returns every completion seen, drained into one [`Drained`].
+async fn until_done(irq: &mut UioIrq, shell: &Shell, rings: &mut Rings, tag: u32) -> Drained {
+    let mut all = rings.drained();
     loop {
         tokio::time::timeout(Duration::from_secs(10), irq.wait())
             .await
             .expect("an interrupt within 10 s")
             .expect("interrupt");
-        let mut out = Vec::new();
-        rings.drain(shell, &mut out).expect("drain");
+        rings.drain(shell, &mut all).expect("drain");
         irq.unmask().expect("unmask");
-        let done = out
+        let done = all
+            .completions
             .iter()
             .any(|c| matches!(c, Completion::Done { tag: t, .. } if *t == tag));
-        all.extend(out);
         if done {
             return all;
         }
     }
 }
 
-fn tokens_of(all: &[Completion]) -> Vec<u32> {
-    all.iter()
-        .flat_map(|c| match c {
-            Completion::Tokens { tokens, .. } | Completion::Done { tokens, .. } => tokens.clone(),
-        })
-        .collect()
+fn tokens_of(all: &Drained) -> Vec<u32> {
+    all.iter().flat_map(|(_, t)| t.iter().copied()).collect()
 }
 
 #[tokio::test]
@@ -79,12 +69,13 @@ async fn streaming_and_whole_give_the_same_tokens() {
     assert_eq!(tokens_of(&whole).len(), 12);
     assert_eq!(tokens_of(&whole), tokens_of(&streamed));
     let progress = streamed
+        .completions
         .iter()
         .filter(|c| matches!(c, Completion::Tokens { .. }))
         .count();
     assert!(progress >= 1, "streaming posts progress entries");
     assert!(matches!(
-        whole.last(),
+        whole.completions.last(),
         Some(Completion::Done {
             intact: true,
             finish: Finish::Length,
@@ -115,7 +106,7 @@ async fn a_cancel_frees_the_context_at_once() {
     let all = until_done(&mut h.irq, &h.shell, &mut h.rings, 5).await;
     let Some(Completion::Done {
         status, n_tokens, ..
-    }) = all.last()
+    }) = all.completions.last()
     else {
         panic!("no done entry: {all:?}");
     };
@@ -157,11 +148,11 @@ async fn a_lost_interrupt_is_recovered_by_draining_anyway() {
     );
     assert_eq!(sim.stats().irqs_lost, 1);
     // What the daemon's watchdog does: drain without an interrupt, unmask.
-    let mut out = Vec::new();
+    let mut out = h.rings.drained();
     h.rings.drain(&h.shell, &mut out).expect("drain");
     h.irq.unmask().expect("unmask");
     assert!(matches!(
-        out.as_slice(),
+        out.completions.as_slice(),
         [Completion::Done {
             tag: 8,
             intact: true,
@@ -189,7 +180,7 @@ async fn corrupted_output_fails_its_crc() {
         .expect("submit");
     let all = until_done(&mut h.irq, &h.shell, &mut h.rings, 4).await;
     assert!(matches!(
-        all.last(),
+        all.completions.last(),
         Some(Completion::Done {
             intact: false,
             status: CqeStatus::Ok,
@@ -201,7 +192,10 @@ async fn corrupted_output_fails_its_crc() {
         .expect("submit");
     let all = until_done(&mut h.irq, &h.shell, &mut h.rings, 5).await;
     assert!(
-        matches!(all.last(), Some(Completion::Done { intact: true, .. })),
+        matches!(
+            all.completions.last(),
+            Some(Completion::Done { intact: true, .. })
+        ),
         "only one was corrupted"
     );
 }
@@ -218,7 +212,7 @@ async fn a_request_for_a_slot_that_is_not_ready_gets_a_typed_answer() {
         .expect("submit");
     let all = until_done(&mut h.irq, &h.shell, &mut h.rings, 11).await;
     assert!(matches!(
-        all.last(),
+        all.completions.last(),
         Some(Completion::Done {
             status: CqeStatus::SlotNotReady,
             ..
@@ -286,6 +280,7 @@ async fn a_submit_that_fails_part_way_advances_nothing() {
         .expect("the same batch again");
     let all = until_done(&mut h.irq, &h.shell, &mut h.rings, 21).await;
     let all = if all
+        .completions
         .iter()
         .any(|c| matches!(c, Completion::Done { tag: 22, .. }))
     {
@@ -294,7 +289,8 @@ async fn a_submit_that_fails_part_way_advances_nothing() {
         until_done(&mut h.irq, &h.shell, &mut h.rings, 22).await
     };
     assert!(
-        all.iter()
+        all.completions
+            .iter()
             .filter(|c| matches!(
                 c,
                 Completion::Done {

@@ -12,6 +12,16 @@
 //! [`BlobError`] naming the byte where it was found. (The `fdt` crate, used
 //! before, asserted on a malformed structure block: fuzzing found that a
 //! corrupt blob took the daemon down.)
+//!
+//! # Why not `vm-fdt`
+//! rust-vmm's `vm-fdt` writes blobs, and only writes them: the reader,
+//! most of this file, would stay. Its writer would cost more than its 60
+//! lines here. It refuses node names that start with anything but a
+//! letter (0.3.0's `node_name_valid`), and an overlay is made of such
+//! nodes: `__overlay__`, `__fixups__`, which rotation writes for every slot
+//! load. It also refuses names this reader accepts (any UTF-8), so a tree
+//! read from a blob would no longer always write back, and the fuzz target
+//! `device_tree` holds that it does.
 
 use std::collections::BTreeMap;
 use std::path::Path;

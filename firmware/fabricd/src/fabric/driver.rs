@@ -4,6 +4,12 @@
 //! reports them; it knows nothing about HTTP, clients or fairness. Its
 //! steps are synchronous, and the scheduler's task runs it.
 //!
+//! Servicing an interrupt allocates nothing: the rings drain into the
+//! [`Events`] the scheduler keeps, whose buffers are sized by
+//! [`Driver::events`] for the most one drain can find, and the events lend
+//! their tokens. Whoever hands tokens on copies them
+//! (`tests/driver_allocs.rs` counts).
+//!
 //! A watchdog drains the rings every [`WATCHDOG`] while requests are in
 //! flight even without an interrupt, so a lost interrupt costs latency, not
 //! a hung request. A decoder that hangs never answers; the scheduler's
@@ -15,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use fabric_hw::contract::{CqeStatus, FaultCode, Finish};
 use fabric_hw::devtree::Topology;
-use fabric_hw::shell::{Completion, Rings, Shell, ShellError, Submission};
+use fabric_hw::shell::{Completion, Drained, Rings, Shell, ShellError, Submission};
 use fabric_hw::uio::UioIrq;
 use fabric_hw::Attached;
 
@@ -25,37 +31,127 @@ pub const WATCHDOG: Duration = Duration::from_millis(100);
 
 /// How a request ended on the fabric.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Done {
+pub struct Done<'a> {
     pub tag: u32,
     pub ctx: u16,
     pub status: CqeStatus,
     pub finish: Finish,
     /// Tokens not reported by an earlier [`DriverEvent::Tokens`].
-    pub tokens: Vec<u32>,
+    pub tokens: &'a [u32],
     pub n_tokens: u32,
     pub fabric_us: u32,
     /// False when the output CRC did not match.
     pub intact: bool,
 }
 
-/// What the driver reports.
+/// What the driver reports, lent by [`Events::iter`].
 #[derive(Debug, Clone, PartialEq)]
-pub enum DriverEvent {
+pub enum DriverEvent<'a> {
     Tokens {
         tag: u32,
-        tokens: Vec<u32>,
+        tokens: &'a [u32],
     },
-    Done(Done),
+    Done(Done<'a>),
     /// A submission the rings refused before the device saw it.
     Refused {
         tag: u32,
         ctx: u16,
-        reason: String,
+        reason: &'a str,
     },
     /// The shell reported a slot change or fault (EVENT_SEQ moved).
     ShellEvent {
         fault: Option<u32>,
     },
+}
+
+/// What the driver reported, in order, and the tokens it read. The
+/// scheduler keeps one, passes it to every call that reports, takes the
+/// events in with [`Events::iter`] and then clears it; its buffers keep
+/// their room.
+#[derive(Debug, Default)]
+pub struct Events {
+    entries: Vec<Entry>,
+    /// The tokens of the completions in `entries`, and the completions of
+    /// the drain under way.
+    drained: Drained,
+}
+
+#[derive(Debug)]
+enum Entry {
+    /// Its tokens are in `Events::drained`.
+    Fabric(Completion),
+    Refused {
+        tag: u32,
+        ctx: u16,
+        reason: String,
+    },
+    /// A request the fabric dropped when the rings were reset.
+    Dropped {
+        tag: u32,
+        ctx: u16,
+    },
+    ShellEvent {
+        fault: Option<u32>,
+    },
+}
+
+impl Events {
+    /// Each event, in the order the driver reported them.
+    pub fn iter(&self) -> impl Iterator<Item = DriverEvent<'_>> {
+        self.entries.iter().map(|e| match e {
+            Entry::Fabric(Completion::Tokens { tag, tokens, .. }) => DriverEvent::Tokens {
+                tag: *tag,
+                tokens: self.drained.tokens(*tokens),
+            },
+            Entry::Fabric(Completion::Done {
+                tag,
+                ctx,
+                status,
+                finish,
+                tokens,
+                n_tokens,
+                fabric_us,
+                intact,
+            }) => DriverEvent::Done(Done {
+                tag: *tag,
+                ctx: *ctx,
+                status: *status,
+                finish: *finish,
+                tokens: self.drained.tokens(*tokens),
+                n_tokens: *n_tokens,
+                fabric_us: *fabric_us,
+                intact: *intact,
+            }),
+            Entry::Refused { tag, ctx, reason } => DriverEvent::Refused {
+                tag: *tag,
+                ctx: *ctx,
+                reason,
+            },
+            // The fabric lost it: a fault.
+            Entry::Dropped { tag, ctx } => DriverEvent::Done(Done {
+                tag: *tag,
+                ctx: *ctx,
+                status: CqeStatus::Fault,
+                finish: Finish::None,
+                tokens: &[],
+                n_tokens: 0,
+                fabric_us: 0,
+                intact: true,
+            }),
+            Entry::ShellEvent { fault } => DriverEvent::ShellEvent { fault: *fault },
+        })
+    }
+
+    /// Whether nothing was reported since the last [`Events::clear`].
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Forgets every event, keeping the room.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.drained.clear();
+    }
 }
 
 /// How often a fault code of the shell is logged at most: a stuck fault
@@ -72,7 +168,8 @@ struct FaultLog {
 
 impl FaultLog {
     fn report(&mut self, code: u32, now: Instant) {
-        let name = match FaultCode::from_u32(code) {
+        // Named only when logged: a fault held quiet costs no allocation.
+        let name = || match FaultCode::from_u32(code) {
             Some(c) => format!("{c:?}"),
             None => format!("unknown code {code}"),
         };
@@ -82,14 +179,15 @@ impl FaultLog {
             }
             Some((_, last, quiet)) => {
                 log::warn!(
-                    "fabric: the shell reports fault {name} ({} more since the last report)",
+                    "fabric: the shell reports fault {} ({} more since the last report)",
+                    name(),
                     quiet
                 );
                 *last = now;
                 *quiet = 0;
             }
             None => {
-                log::warn!("fabric: the shell reports fault {name}");
+                log::warn!("fabric: the shell reports fault {}", name());
                 self.seen.push((code, now, 0));
             }
         }
@@ -107,8 +205,6 @@ pub struct Driver {
     irq: UioIrq,
     in_flight: usize,
     watchdog: tokio::time::Interval,
-    /// What a drain found, kept between drains (no allocation a wake-up).
-    done: Vec<Completion>,
     faults: FaultLog,
 }
 
@@ -125,7 +221,6 @@ impl Driver {
                 irq: attached.irq,
                 in_flight: 0,
                 watchdog,
-                done: Vec::new(),
                 faults: FaultLog::default(),
             },
             attached.topology,
@@ -148,9 +243,22 @@ impl Driver {
         Ok(())
     }
 
+    /// An [`Events`] with room for what servicing one interrupt can
+    /// report (every completion entry, each context's whole output, a
+    /// shell event) and for every context dropped by a reset: servicing
+    /// into it never allocates.
+    pub fn events(&self) -> Events {
+        let contexts = self.rings.info().contexts();
+        let drained = self.rings.drained();
+        Events {
+            entries: Vec::with_capacity(drained.completions.capacity() + contexts + 1),
+            drained,
+        }
+    }
+
     /// Takes what the fabric finished into `out`, and unmasks the
     /// interrupt.
-    pub fn service(&mut self, out: &mut Vec<DriverEvent>) -> Result<(), ShellError> {
+    pub fn service(&mut self, out: &mut Events) -> Result<(), ShellError> {
         self.drain(out)?;
         self.irq.unmask().map_err(ShellError::from)
     }
@@ -172,21 +280,14 @@ impl Driver {
     /// Initialises the rings again (after a full reconfiguration reset
     /// the shell); every request the fabric held is answered in `out` as a
     /// fault.
-    pub fn reset(&mut self, out: &mut Vec<DriverEvent>) -> Result<(), ShellError> {
+    pub fn reset(&mut self, out: &mut Events) -> Result<(), ShellError> {
         let dropped = self.rings.reset(&self.shell)?;
         self.in_flight = 0;
-        out.extend(dropped.into_iter().map(|(tag, ctx)| {
-            DriverEvent::Done(Done {
-                tag,
-                ctx,
-                status: CqeStatus::Fault,
-                finish: Finish::None,
-                tokens: Vec::new(),
-                n_tokens: 0,
-                fabric_us: 0,
-                intact: true,
-            })
-        }));
+        out.entries.extend(
+            dropped
+                .into_iter()
+                .map(|(tag, ctx)| Entry::Dropped { tag, ctx }),
+        );
         if let Err(e) = self.irq.unmask() {
             log::warn!(
                 "fabric: unmasking after the reset: {}",
@@ -200,11 +301,7 @@ impl Driver {
     /// (invalid, its context busy, the ring full) is answered alone with
     /// [`DriverEvent::Refused`] and the rest still go in; a DMA error is
     /// the fabric failing, and is returned.
-    pub fn submit(
-        &mut self,
-        subs: &[Submission<'_>],
-        out: &mut Vec<DriverEvent>,
-    ) -> Result<(), ShellError> {
+    pub fn submit(&mut self, subs: &[Submission<'_>], out: &mut Events) -> Result<(), ShellError> {
         match self.rings.submit(&self.shell, subs) {
             Ok(()) => {
                 self.in_flight += subs.len();
@@ -222,7 +319,7 @@ impl Driver {
                 Err(e) => {
                     let reason = fabric_hw::Chain(&e).to_string();
                     log::warn!("fabric: submission refused: {reason}");
-                    out.push(DriverEvent::Refused {
+                    out.entries.push(Entry::Refused {
                         tag: sub.tag,
                         ctx: sub.ctx,
                         reason,
@@ -249,44 +346,21 @@ impl Driver {
         Ok(())
     }
 
-    fn drain(&mut self, out: &mut Vec<DriverEvent>) -> Result<(), ShellError> {
-        let mut done = std::mem::take(&mut self.done);
+    fn drain(&mut self, out: &mut Events) -> Result<(), ShellError> {
         // What was drained before a failure is still handed on.
-        let report = self.rings.drain(&self.shell, &mut done);
-        for c in done.drain(..) {
-            out.push(match c {
-                Completion::Tokens { tag, tokens, .. } => DriverEvent::Tokens { tag, tokens },
-                Completion::Done {
-                    tag,
-                    ctx,
-                    status,
-                    finish,
-                    tokens,
-                    n_tokens,
-                    fabric_us,
-                    intact,
-                } => {
-                    self.in_flight = self.in_flight.saturating_sub(1);
-                    DriverEvent::Done(Done {
-                        tag,
-                        ctx,
-                        status,
-                        finish,
-                        tokens,
-                        n_tokens,
-                        fabric_us,
-                        intact,
-                    })
-                }
-            });
+        let report = self.rings.drain(&self.shell, &mut out.drained);
+        for c in out.drained.completions.drain(..) {
+            if matches!(c, Completion::Done { .. }) {
+                self.in_flight = self.in_flight.saturating_sub(1);
+            }
+            out.entries.push(Entry::Fabric(c));
         }
-        self.done = done;
         let report = report?;
         if report.event {
             if let Some(code) = report.fault {
                 self.faults.report(code, Instant::now());
             }
-            out.push(DriverEvent::ShellEvent {
+            out.entries.push(Entry::ShellEvent {
                 fault: report.fault,
             });
         }

@@ -10,9 +10,11 @@
 //!   scheduler answers everything and the daemon restarts to attach
 //!   afresh.
 //! - The shell's fault codes are logged, each at most every 10 s.
+//! - Servicing an interrupt allocates nothing: the rings drain into the
+//!   scheduler's [`Events`], sized once by [`Driver::events`].
 //! - [`Driver::stop`] stops the rings on the way out, before the buffer is
 //!   unmapped.
 
 mod driver;
 
-pub use driver::{Done, Driver, DriverEvent, WATCHDOG};
+pub use driver::{Done, Driver, DriverEvent, Events, WATCHDOG};

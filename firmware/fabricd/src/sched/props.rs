@@ -211,7 +211,7 @@ impl Run {
             ctx,
             status: CqeStatus::Ok,
             finish: Finish::Length,
-            tokens: vec![1, 2, 3, 4],
+            tokens: &[1, 2, 3, 4],
             n_tokens: 4,
             fabric_us: 10,
             intact: true,

@@ -657,15 +657,16 @@ impl State {
     }
 
     /// Takes in what the driver reported. Returns how a request that left
-    /// the fabric ended.
-    pub fn on_driver(&mut self, ev: DriverEvent) -> Option<Finished> {
+    /// the fabric ended. Tokens are copied here, where they are handed to
+    /// the request: the driver's buffers are its own.
+    pub fn on_driver(&mut self, ev: DriverEvent<'_>) -> Option<Finished> {
         match ev {
             DriverEvent::Tokens { tag, tokens } => {
                 if let Some(r) = self.running.get_mut(&tag) {
                     // Only a request that asked for progress hears it (one
                     // that did not has a channel for its end alone).
                     if !r.answered && r.adm.request.params.stream {
-                        let _ = r.adm.events.try_send(ReqEvent::Tokens(tokens));
+                        let _ = r.adm.events.try_send(ReqEvent::Tokens(tokens.to_vec()));
                     }
                 }
                 None
@@ -673,7 +674,9 @@ impl State {
             DriverEvent::Done(done) => self.done(done),
             DriverEvent::Refused { tag, reason, .. } => {
                 let mut r = self.release(tag)?;
-                let outcome = Outcome::FabricError { message: reason };
+                let outcome = Outcome::FabricError {
+                    message: reason.to_owned(),
+                };
                 if !r.answered {
                     let _ = r.adm.events.try_send(ReqEvent::Failed(outcome.clone()));
                 }
@@ -684,7 +687,7 @@ impl State {
         }
     }
 
-    fn done(&mut self, d: Done) -> Option<Finished> {
+    fn done(&mut self, d: Done<'_>) -> Option<Finished> {
         let mut r = self.release(d.tag)?;
         if r.answered {
             return Some(Finished::of(&r, None));
@@ -693,7 +696,7 @@ impl State {
             CqeStatus::Ok if d.intact => {
                 let _ = r.adm.events.try_send(ReqEvent::Finished {
                     finish: d.finish,
-                    tokens: d.tokens,
+                    tokens: d.tokens.to_vec(),
                     n_tokens: d.n_tokens,
                     fabric_us: d.fabric_us,
                     slot: r.slot,

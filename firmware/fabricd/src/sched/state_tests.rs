@@ -71,13 +71,13 @@ impl State {
     }
 }
 
-fn done(tag: u32, ctx: u16) -> DriverEvent {
+fn done(tag: u32, ctx: u16) -> DriverEvent<'static> {
     DriverEvent::Done(Done {
         tag,
         ctx,
         status: CqeStatus::Ok,
         finish: Finish::Length,
-        tokens: vec![7],
+        tokens: &[7],
         n_tokens: 1,
         fabric_us: 10,
         intact: true,

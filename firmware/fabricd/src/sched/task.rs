@@ -17,7 +17,7 @@ use super::request::Admission;
 use super::slots::{FabricState, ShellSlot};
 use super::state::State;
 use crate::catalog::Catalog;
-use crate::fabric::{Driver, DriverEvent};
+use crate::fabric::{Driver, DriverEvent, Events};
 use crate::stats::InFlight;
 
 /// A running scheduler: its handle, its task (which gives the driver back
@@ -124,7 +124,7 @@ impl Task {
         state.refresh(slots);
     }
 
-    fn command(&mut self, state: &mut State, cmd: Command, fabric: &mut Vec<DriverEvent>) {
+    fn command(&mut self, state: &mut State, cmd: Command, fabric: &mut Events) {
         let now = Instant::now();
         match cmd {
             Command::Drain { slot, drained } => {
@@ -225,7 +225,7 @@ async fn run(
     };
     let mut started = Vec::new();
     let mut cancels = Vec::new();
-    let mut fabric = Vec::new();
+    let mut fabric = task.driver.events();
     let mut admitting = true;
     let one_thread = tokio::runtime::Handle::current().metrics().num_workers() == 1;
     published.publish(&state);
@@ -302,7 +302,7 @@ async fn run(
         // driver answers at once (a refusal) may free more.
         let mut shell_changed = false;
         let failure = loop {
-            for ev in fabric.drain(..) {
+            for ev in fabric.iter() {
                 shell_changed |= matches!(ev, DriverEvent::ShellEvent { .. });
                 if let Some(f) = state.on_driver(ev) {
                     if f.outcome.is_none() && !f.answered_before {
@@ -310,6 +310,7 @@ async fn run(
                     }
                 }
             }
+            fabric.clear();
             state.dispatch(now, &mut started);
             if started.is_empty() {
                 break None;

@@ -70,13 +70,13 @@ fn dispatch(s: &mut State, now: Instant) -> Vec<(ReqId, u32, u16)> {
         .collect()
 }
 
-fn done(tag: u32, ctx: u16, status: CqeStatus) -> DriverEvent {
+fn done(tag: u32, ctx: u16, status: CqeStatus) -> DriverEvent<'static> {
     DriverEvent::Done(Done {
         tag,
         ctx,
         status,
         finish: Finish::Length,
-        tokens: vec![7],
+        tokens: &[7],
         n_tokens: 1,
         fabric_us: 10,
         intact: true,
