@@ -175,6 +175,15 @@ pub struct TypingSettings {
     /// A long request that has waited this long goes before short ones
     /// (so a stream of short ones cannot starve it).
     pub bulk_ageing_ms: u64,
+    /// A typing session's newest request is held back behind those of
+    /// sessions that have paused until its own session pauses (three of
+    /// its typing gaps with no newer request), and runs before then only
+    /// on fabric that would otherwise idle: a keystroke that follows
+    /// supersedes it before it costs fabric time.
+    pub hold: bool,
+    /// The longest a request is held back (a slow typist's three gaps are
+    /// cut to this).
+    pub hold_max_ms: u64,
 }
 
 impl Default for TypingSettings {
@@ -193,6 +202,8 @@ impl Default for TypingSettings {
             interactive_max_tokens: 32,
             reserved_lanes: 1,
             bulk_ageing_ms: 2000,
+            hold: true,
+            hold_max_ms: 600,
         }
     }
 }
@@ -210,6 +221,7 @@ impl TypingSettings {
             predictive_admission: false,
             every_slot: true,
             interactive_first: false,
+            hold: false,
             ..TypingSettings::default()
         }
     }
@@ -494,6 +506,12 @@ impl Config {
         }
         if self.typing.session_entries == 0 {
             return Err(invalid("typing.session_entries", "must be at least 1"));
+        }
+        if self.typing.hold_max_ms > 10_000 {
+            return Err(invalid(
+                "typing.hold_max_ms",
+                "must be at most 10000: a held request waits for its session's pause, and a longer hold is a slower suggestion",
+            ));
         }
         if self.typing.interactive_max_tokens == 0 {
             return Err(invalid(

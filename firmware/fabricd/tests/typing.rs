@@ -297,6 +297,51 @@ async fn a_cache_hit_never_reaches_the_fabric() {
     d.stop().await;
 }
 
+/// A typist's keystroke that comes while the fabric is busy is held back
+/// until its session pauses; the next keystroke supersedes it there, and
+/// it never reaches the fabric. Only the last of three is decoded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_keystroke_superseded_never_reaches_the_fabric() {
+    let (d, holder) = held().await;
+    let addr = d.addr;
+    let submitted = d.sim.counters().submitted;
+    let mut keys = Vec::new();
+    for (seq, prompt) in [(1, "And God"), (2, "And God s"), (3, "And God sa")] {
+        let body = json!({"model": "kjv", "prompt": prompt, "max_tokens": 8,
+                          "session": "typist", "session_seq": seq, "user": "typist"});
+        keys.push(tokio::spawn(async move { post_json(addr, body).await }));
+        // The typist's pace, 200 ms a key: its session counts as paused
+        // 600 ms (the default bound) after each.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut answers = Vec::new();
+    for k in keys {
+        answers.push(k.await.expect("join"));
+    }
+    // The first went in line (its session had no pace yet), the second
+    // was held and took it out of line, the third superseded the second
+    // while it was held.
+    assert_superseded(&answers[0]);
+    assert_superseded(&answers[1]);
+    assert_eq!((answers[2].status, source(&answers[2])), (200, "fabric"));
+    assert_eq!(
+        d.sim.counters().submitted,
+        submitted + 1,
+        "only the last keystroke reached the fabric"
+    );
+    assert_eq!(metric(addr, "fabricd_held_total").await, 2.0);
+    assert_eq!(
+        metric(addr, "fabricd_superseded_total{state=\"held\"}").await,
+        1.0
+    );
+    assert_eq!(
+        metric(addr, "fabricd_superseded_total{state=\"queued\"}").await,
+        1.0
+    );
+    assert_eq!(holder.await.expect("join").status, 200);
+    d.stop().await;
+}
+
 /// The cache's key holds every parameter that changes the tokens: a
 /// request that differs from a cached one in only one of them reaches the
 /// fabric and gets its own answer, and the cached one is still a hit.
@@ -694,9 +739,11 @@ async fn bad_sessions_floods_and_cache_busting_get_typed_answers_within_bounds()
         ok >= 1 && superseded > 0,
         "{ok} ok, {superseded} superseded"
     );
-    // Each 409 is counted once: superseded where it was, or (a prompt that
-    // extends the one decoding, "flood 12" after "flood 1") joined.
-    let counted = metric(addr, "fabricd_superseded_total{state=\"queued\"}").await
+    // Each 409 is counted once: superseded where it was (held, queued or
+    // running), or (a prompt that extends the one decoding, "flood 12"
+    // after "flood 1") joined.
+    let counted = metric(addr, "fabricd_superseded_total{state=\"held\"}").await
+        + metric(addr, "fabricd_superseded_total{state=\"queued\"}").await
         + metric(addr, "fabricd_superseded_total{state=\"running\"}").await
         + metric(addr, "fabricd_joins_total").await;
     assert_eq!(counted, superseded as f64);

@@ -96,6 +96,7 @@ pub(super) fn generate(
             session: None,
             join: None,
             front: false,
+            pause_after: None,
         };
         let admitted = scheduler
             .handle

@@ -216,12 +216,17 @@ pub(super) fn validate(
         ));
     }
     let next_id = || app.next_id.fetch_add(1, Ordering::Relaxed);
-    let id = match (&session, session_seq) {
-        (Some(key), Some(seq)) if app.typing.settings.supersede => app
-            .typing
-            .order(key, seq, next_id)
-            .map_err(|_| Outcome::Superseded)?,
-        _ => next_id(),
+    let typing = &app.typing.settings;
+    let (id, pause_after) = match &session {
+        Some(key) if typing.supersede || typing.hold => {
+            let seq = session_seq.filter(|_| typing.supersede);
+            let arrival = app
+                .typing
+                .order(key, seq, received, next_id)
+                .map_err(|_| Outcome::Superseded)?;
+            (arrival.id, arrival.pause_after.filter(|_| typing.hold))
+        }
+        _ => (next_id(), None),
     };
     // Tokens as they come: a stream, or stop sequences to watch for.
     let progress = request.stream || !request.stop.is_empty();
@@ -248,7 +253,6 @@ pub(super) fn validate(
         events: Events::none(),
         ticket: None,
     };
-    let typing = &app.typing.settings;
     let tracked = session.is_some() && (typing.supersede || typing.typed_forward);
     let cache_key = typing
         .cache
@@ -303,6 +307,7 @@ pub(super) fn validate(
         session,
         join: join.as_ref().map(|(target, _, _)| *target),
         front: false,
+        pause_after,
     };
     if let Some(ticket) = prepared.ticket.as_mut() {
         if let Some(key) = &ticket.session {

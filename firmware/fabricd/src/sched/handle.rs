@@ -32,6 +32,9 @@ pub struct Published {
     superseded_running: AtomicU64,
     joined: AtomicU64,
     predicted_late: AtomicU64,
+    held: AtomicU64,
+    superseded_held: AtomicU64,
+    held_early: AtomicU64,
     view: Mutex<Arc<FabricView>>,
     /// What the shell reported when it was attached.
     pub info: ShellInfo,
@@ -50,6 +53,9 @@ impl Published {
             superseded_running: AtomicU64::new(0),
             joined: AtomicU64::new(0),
             predicted_late: AtomicU64::new(0),
+            held: AtomicU64::new(0),
+            superseded_held: AtomicU64::new(0),
+            held_early: AtomicU64::new(0),
             view: Mutex::new(Arc::new(view)),
             info,
             device,
@@ -73,6 +79,9 @@ impl Published {
             superseded_running: self.superseded_running.load(Ordering::Relaxed),
             joined: self.joined.load(Ordering::Relaxed),
             predicted_late: self.predicted_late.load(Ordering::Relaxed),
+            held: self.held.load(Ordering::Relaxed),
+            superseded_held: self.superseded_held.load(Ordering::Relaxed),
+            held_early: self.held_early.load(Ordering::Relaxed),
         }
     }
 
@@ -107,6 +116,10 @@ impl Published {
         self.joined.store(c.joined, Ordering::Relaxed);
         self.predicted_late
             .store(c.predicted_late, Ordering::Relaxed);
+        self.held.store(c.held, Ordering::Relaxed);
+        self.superseded_held
+            .store(c.superseded_held, Ordering::Relaxed);
+        self.held_early.store(c.held_early, Ordering::Relaxed);
     }
 
     /// The slots change only on commands and shell events; copying them

@@ -28,6 +28,9 @@
 //!   never hold the lanes a slot reserves for interactive ones.
 //! - A typing session has at most one request unanswered: a newer one
 //!   supersedes it, taking its place in line or its decoding (`sessions`).
+//! - A typing session's request waits out of line until its session
+//!   pauses, and runs before then only on a slot with nothing else to take
+//!   (`held`); it is in line by its deadline less its service time.
 //! - A request predicted to finish past its deadline is refused before it
 //!   queues, from what waits ahead of it and the model's service rate
 //!   measured at capacity (`policy`).
@@ -40,6 +43,7 @@
 
 mod events;
 mod handle;
+mod held;
 mod outcome;
 mod policy;
 #[cfg(test)]

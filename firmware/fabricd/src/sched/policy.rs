@@ -49,6 +49,9 @@ pub struct Policy {
     pub bulk_contexts: usize,
     /// A bulk request waiting this long goes before interactive ones.
     pub ageing: Duration,
+    /// A typing session's request is held back until its session pauses
+    /// (see `held`).
+    pub hold: bool,
     /// Decode lanes a slot has, for the nominal service rate.
     pub lanes: usize,
     /// The fabric's own timing, for a request's service time.
@@ -67,6 +70,7 @@ impl Policy {
             interactive_max_tokens: t.interactive_max_tokens,
             bulk_contexts: info.lanes.saturating_sub(t.reserved_lanes as usize).max(1),
             ageing: Duration::from_millis(t.bulk_ageing_ms),
+            hold: t.hold,
             lanes: info.lanes.max(1),
             prefill_ns: info.prefill_ns.into(),
             decode_ns: info.decode_ns.into(),
@@ -86,6 +90,7 @@ impl Policy {
             interactive_max_tokens: t.interactive_max_tokens,
             bulk_contexts: contexts.saturating_sub(1).max(1),
             ageing: Duration::from_millis(t.bulk_ageing_ms),
+            hold: t.hold,
             lanes: contexts.max(1),
             prefill_ns: 50_000,
             decode_ns: 1_900_000,
@@ -100,6 +105,7 @@ impl Policy {
             every_slot: true,
             predictive: false,
             interactive_first: false,
+            hold: false,
             ..Policy::for_contexts(contexts)
         }
     }

@@ -128,6 +128,7 @@ impl Run {
                 session: None,
                 join: None,
                 front: false,
+                pause_after: None,
             },
             events: tx,
             permit: None,

@@ -60,6 +60,9 @@ pub struct Request {
     /// Queue at the head of its client's turn: it has had its turn already
     /// (a join whose output turned out not to fit).
     pub front: bool,
+    /// How long after `received` its typing session counts as paused, if
+    /// it is typing: until then the request is held back (see `held`).
+    pub pause_after: Option<Duration>,
 }
 
 impl Request {

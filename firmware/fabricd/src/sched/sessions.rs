@@ -20,6 +20,7 @@
 use std::sync::Arc;
 
 use super::events::ReqEvent;
+use super::held::Spot;
 use super::outcome::Outcome;
 use super::policy::Class;
 use super::queue::Place;
@@ -86,12 +87,17 @@ impl State {
     /// returned), or cancelled on the fabric.
     pub(super) fn supersede(&mut self, owner: ReqId) -> Option<Inherited> {
         if let Some(mut w) = self.take_waiting(owner) {
-            self.counts.superseded_queued += 1;
             let _ = w.adm.events.try_send(ReqEvent::Failed(Outcome::Superseded));
+            let Spot::Line(place) = w.spot else {
+                // Held: it never had a place.
+                self.counts.superseded_held += 1;
+                return None;
+            };
+            self.counts.superseded_queued += 1;
             return Some(Inherited {
                 model: w.adm.request.model.clone(),
                 class: w.class,
-                place: w.place,
+                place,
                 client: w.adm.request.client.clone(),
             });
         }

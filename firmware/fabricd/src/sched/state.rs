@@ -12,9 +12,10 @@ use fabric_hw::shell::Submission;
 use tokio::sync::oneshot;
 
 use super::events::ReqEvent;
+use super::held::{HeldSet, Spot};
 use super::outcome::Outcome;
 use super::policy::{Class, Policy, ServiceMeter};
-use super::queue::{ModelQueue, Place};
+use super::queue::ModelQueue;
 use super::request::{Admission, ReqId, SessionKey};
 use super::sessions::Inherited;
 use super::slots::{FabricState, FabricView, ShellSlot, Slot};
@@ -55,7 +56,7 @@ pub(super) struct Running {
 pub(super) struct Waiting {
     pub adm: Admission,
     pub class: Class,
-    pub place: Place,
+    pub spot: Spot,
 }
 
 /// What [`State::admit`] refused, with the request handed back.
@@ -94,6 +95,13 @@ pub struct TypingCounts {
     pub joined: u64,
     /// Refused at once as predicted to be late.
     pub predicted_late: u64,
+    /// Held back until their session paused (see `held`).
+    pub held: u64,
+    /// Superseded while held: never in a line, never on the fabric.
+    pub superseded_held: u64,
+    /// Held, and run before their session paused, on a slot that had
+    /// nothing else to take.
+    pub held_early: u64,
 }
 
 /// A model's service meter and the contexts freed since it last ticked.
@@ -112,6 +120,8 @@ pub struct State {
     /// The model `default` names, once set.
     default: Option<Arc<str>>,
     pub(super) queues: Map<Arc<str>, ModelQueue>,
+    /// Per model, the requests held until their sessions pause (`held`).
+    pub(super) held: Map<Arc<str>, HeldSet>,
     pub(super) waiting: Map<ReqId, Waiting>,
     /// Who holds a place now, where that is not the request the place is
     /// named after (it took it over by superseding; see `queue`).
@@ -159,6 +169,7 @@ impl State {
             fabric: FabricState::Attached,
             default: None,
             queues: Map::default(),
+            held: Map::default(),
             waiting: Map::default(),
             holders: Map::default(),
             running: Map::default(),
@@ -283,7 +294,10 @@ impl State {
         let class = self.policy.class(&adm.request.params);
         // It keeps the superseded one's place if it waits in the same line.
         let inherited = inherited.filter(|i| i.model == model && i.class == class);
-        if self.policy.predictive {
+        // Held, it runs when its session pauses, or earlier on a fabric
+        // with room: no wait to predict.
+        let hold = self.hold_until(&adm.request, now);
+        if self.policy.predictive && hold.is_none() {
             if let Some(wait) = self.predicted_wait(&adm, class, inherited.as_ref()) {
                 let own = self
                     .policy
@@ -305,6 +319,11 @@ impl State {
         if let Some(key) = &adm.request.session {
             self.sessions.insert(key.clone(), adm.id);
         }
+        if let Some(until) = hold {
+            // A place it inherited is left empty, and skipped.
+            self.hold(adm, class, until);
+            return Ok(());
+        }
         match inherited {
             Some(i) => {
                 self.holders.insert(i.place.id, adm.id);
@@ -316,7 +335,7 @@ impl State {
                     Waiting {
                         adm,
                         class,
-                        place: i.place,
+                        spot: Spot::Line(i.place),
                     },
                 );
             }
@@ -389,7 +408,8 @@ impl State {
         let r = &adm.request;
         let q = self.queues.entry(r.model.clone()).or_default();
         let place = q.push(class, &r.client, adm.id, front);
-        self.waiting.insert(adm.id, Waiting { adm, class, place });
+        let spot = Spot::Line(place);
+        self.waiting.insert(adm.id, Waiting { adm, class, spot });
     }
 
     /// Takes a waiting request out (to answer it): its deadline, its place
@@ -397,8 +417,13 @@ impl State {
     pub(super) fn take_waiting(&mut self, id: ReqId) -> Option<Waiting> {
         let w = self.waiting.remove(&id)?;
         self.deadlines.remove(&(w.adm.request.deadline, id));
-        if let Some(q) = self.queues.get_mut(&w.adm.request.model) {
-            q.left(w.class);
+        match w.spot {
+            Spot::Line(_) => {
+                if let Some(q) = self.queues.get_mut(&w.adm.request.model) {
+                    q.left(w.class);
+                }
+            }
+            Spot::Held(until) => self.unhold(&w.adm.request.model, until, id),
         }
         self.forget(&w.adm);
         Some(w)
@@ -450,11 +475,11 @@ impl State {
             // Cancelled, expired or superseded elsewhere: the place is
             // empty.
             let held = match waiting.get(&holder) {
-                Some(w) if w.place == place && w.adm.events.is_closed() => {
+                Some(w) if w.spot == Spot::Line(place) && w.adm.events.is_closed() => {
                     gone.push(holder);
                     false
                 }
-                Some(w) => w.place == place,
+                Some(w) => w.spot == Spot::Line(place),
                 None => false,
             };
             if !held {
@@ -493,6 +518,7 @@ impl State {
         if self.fabric != FabricState::Attached {
             return;
         }
+        self.release_paused(now);
         for i in 0..self.slots.len() {
             if !self.serves(i) {
                 continue;
@@ -503,7 +529,12 @@ impl State {
                 };
                 let bulk_ok = !self.policy.interactive_first
                     || self.slots[i].bulk < self.policy.bulk_contexts;
-                let Some(w) = self.pop(&model, bulk_ok, now) else {
+                // What its line holds first; a held request only on a slot
+                // that would otherwise take nothing.
+                let Some(w) = self
+                    .pop(&model, bulk_ok, now)
+                    .or_else(|| self.take_held(&model, bulk_ok))
+                else {
                     break;
                 };
                 let mut adm = w.adm;
@@ -880,6 +911,7 @@ impl State {
             }
         }
         self.queues.clear();
+        self.held.clear();
         self.holders.clear();
         self.sessions.clear();
         self.floors.clear();

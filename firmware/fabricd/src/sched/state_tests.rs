@@ -51,6 +51,7 @@ fn adm(id: ReqId, client: &str, model: &str, now: Instant) -> (Admission, Events
                 session: None,
                 join: None,
                 front: false,
+                pause_after: None,
             },
             events: tx,
             permit: None,

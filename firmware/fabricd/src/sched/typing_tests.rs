@@ -50,6 +50,7 @@ fn req(id: ReqId, client: &str, max_tokens: u32, now: Instant) -> (Admission, Ev
             session: None,
             join: None,
             front: false,
+            pause_after: None,
         },
         events: tx,
         permit: None,
@@ -405,4 +406,92 @@ fn every_slot_holding_the_model_serves_it_only_when_asked() {
         ..Policy::for_contexts(2)
     };
     assert_eq!(run(one), [0, 0]);
+}
+
+/// A keystroke of session `s` from client "typist" (request `id`, at
+/// `at`), whose session counts as paused 300 ms after it.
+fn keystroke(id: ReqId, at: Instant) -> (Admission, Events) {
+    let (mut k, rx) = req(id, "typist", 4, at);
+    k.request.session = session("s");
+    k.request.pause_after = Some(Duration::from_millis(300));
+    (k, rx)
+}
+
+#[test]
+fn a_held_keystroke_yields_to_a_paused_session_and_is_superseded_before_the_fabric() {
+    let t0 = Instant::now();
+    let ms = |n| t0 + Duration::from_millis(n);
+    let mut s = State::with_policy(slots(&["m"]), 1, Policy::for_contexts(1));
+    let (filler, _rf) = req(1, "other", 4, t0);
+    s.admit(filler, t0).expect("admit");
+    let running = dispatch(&mut s, t0);
+    // A typist's keystroke comes while the fabric is busy: held.
+    let (k1, mut r1) = keystroke(2, ms(10));
+    s.admit(k1, ms(10)).expect("admit");
+    // A request whose session is not typing (it says nothing of a pause).
+    let (p, _rp) = req(3, "paused", 4, ms(20));
+    s.admit(p, ms(20)).expect("admit");
+    assert_eq!(s.queued(), 2);
+    // The fabric frees a context before the typist's next key: the
+    // request that ends a pause takes it, not the keystroke.
+    let (_, tag, ctx) = running[0];
+    s.on_driver(done(tag, ctx, CqeStatus::Ok));
+    let next = dispatch(&mut s, ms(30));
+    assert_eq!(next.iter().map(|r| r.0).collect::<Vec<_>>(), [3]);
+    // The next keystroke supersedes the held one: it never ran.
+    let (k2, _r2) = keystroke(4, ms(200));
+    s.admit(k2, ms(200)).expect("admit");
+    assert_eq!(last(&mut r1), Some(ReqEvent::Failed(Outcome::Superseded)));
+    let c = s.typing_counts();
+    assert_eq!((c.held, c.superseded_held, c.superseded_queued), (2, 1, 0));
+    // With room and nothing in line, the fabric takes the held keystroke
+    // before its session pauses rather than idle.
+    let (_, tag, ctx) = next[0];
+    s.on_driver(done(tag, ctx, CqeStatus::Ok));
+    let last_run = dispatch(&mut s, ms(250));
+    assert_eq!(last_run.iter().map(|r| r.0).collect::<Vec<_>>(), [4]);
+    assert_eq!(s.typing_counts().held_early, 1);
+    assert_eq!(s.queued(), 0);
+}
+
+#[test]
+fn a_held_keystroke_goes_in_line_when_its_session_pauses_and_never_past_its_deadline() {
+    let t0 = Instant::now();
+    let ms = |n| t0 + Duration::from_millis(n);
+    let mut s = State::with_policy(slots(&["m"]), 1, Policy::for_contexts(1));
+    let (filler, _rf) = req(1, "other", 4, t0);
+    s.admit(filler, t0).expect("admit");
+    let running = dispatch(&mut s, t0);
+    let (k1, _r1) = keystroke(2, t0);
+    s.admit(k1, t0).expect("admit");
+    // After its pause, a newer request of another client waits too: the
+    // keystroke, in line since its session paused, goes first.
+    assert!(dispatch(&mut s, ms(300)).is_empty(), "the fabric is busy");
+    let (late, _rl) = req(3, "late", 4, ms(310));
+    s.admit(late, ms(310)).expect("admit");
+    let (_, tag, ctx) = running[0];
+    s.on_driver(done(tag, ctx, CqeStatus::Ok));
+    let next = dispatch(&mut s, ms(320));
+    assert_eq!(next.iter().map(|r| r.0).collect::<Vec<_>>(), [2]);
+    assert_eq!(s.typing_counts().held_early, 0, "it ran as paused");
+
+    // A deadline closer than the pause: held only until the deadline less
+    // its service time (4 tokens, 2 prompt tokens).
+    let (mut k, _rk) = keystroke(9, t0);
+    k.request.deadline = ms(100);
+    let service = Policy::for_contexts(1).service_time(2, &k.request.params);
+    assert_eq!(s.hold_until(&k.request, t0), Some(ms(100) - service));
+    // Due too soon to wait at all, or with holding off: in line at once.
+    k.request.deadline = t0 + service;
+    assert_eq!(s.hold_until(&k.request, t0), None);
+    let off = State::with_policy(
+        slots(&["m"]),
+        1,
+        Policy {
+            hold: false,
+            ..Policy::for_contexts(1)
+        },
+    );
+    let (k, _rk) = keystroke(10, t0);
+    assert_eq!(off.hold_until(&k.request, t0), None);
 }

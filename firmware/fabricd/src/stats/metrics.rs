@@ -316,6 +316,18 @@ fn render_typing(out: &mut String, s: TypingCounts, f: &Figures) {
         s.predicted_late,
     );
     one(
+        "fabricd_held_total",
+        "counter",
+        "Typing sessions' requests held back until their session paused.",
+        s.held,
+    );
+    one(
+        "fabricd_held_ran_early_total",
+        "counter",
+        "Held requests run before their session paused, on a slot with nothing else to take.",
+        s.held_early,
+    );
+    one(
         "fabricd_sessions",
         "gauge",
         "Typing sessions in the session table.",
@@ -335,7 +347,7 @@ fn render_typing(out: &mut String, s: TypingCounts, f: &Figures) {
     );
     let _ = writeln!(
         out,
-        "# HELP fabricd_superseded_total Requests superseded by a newer one of their session, by where they were (late: it arrived after a newer one, by session_seq).\n# TYPE fabricd_superseded_total counter"
+        "# HELP fabricd_superseded_total Requests superseded by a newer one of their session, by where they were (held: held back until its session paused, so never on the fabric; late: it arrived after a newer one, by session_seq).\n# TYPE fabricd_superseded_total counter"
     );
     let _ = writeln!(
         out,
@@ -346,6 +358,11 @@ fn render_typing(out: &mut String, s: TypingCounts, f: &Figures) {
         out,
         "fabricd_superseded_total{{state=\"running\"}} {}",
         s.superseded_running
+    );
+    let _ = writeln!(
+        out,
+        "fabricd_superseded_total{{state=\"held\"}} {}",
+        s.superseded_held
     );
     let _ = writeln!(out, "fabricd_superseded_total{{state=\"late\"}} {}", f.late);
     let _ = writeln!(

@@ -23,9 +23,11 @@
 //!
 //! # Layout
 //! - [`cache`]: the completion cache; [`sessions`]: the session table and
-//!   the remainder arithmetic; [`lru`]: the bounded map both use.
+//!   the remainder arithmetic; [`cadence`]: a session's typing pace, and
+//!   when it counts as paused; [`lru`]: the bounded map both use.
 
 pub mod cache;
+pub mod cadence;
 pub mod lru;
 pub mod sessions;
 
@@ -137,16 +139,20 @@ impl Typing {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Request `seq` of `key`'s session, in the client's order: its id
-    /// from `next_id`, or [`Stale`](sessions::Stale) (counted) when the
-    /// session has sent a newer one already.
+    /// A request of `key`'s session that came at `now`, numbered `seq` if
+    /// the client numbers them, in the client's order: its id from
+    /// `next_id` and when its session counts as paused, or
+    /// [`Stale`](sessions::Stale) (counted) when the session has sent a
+    /// newer one already.
     pub fn order(
         &self,
         key: &crate::sched::SessionKey,
-        seq: u64,
+        seq: Option<u64>,
+        now: std::time::Instant,
         next_id: impl FnOnce() -> crate::sched::ReqId,
-    ) -> Result<crate::sched::ReqId, sessions::Stale> {
-        let ordered = self.sessions().order(key, seq, next_id);
+    ) -> Result<sessions::Arrival, sessions::Stale> {
+        let hold_max = std::time::Duration::from_millis(self.settings.hold_max_ms);
+        let ordered = self.sessions().order(key, seq, now, hold_max, next_id);
         if ordered.is_err() {
             self.late.fetch_add(1, Ordering::Relaxed);
         }

@@ -16,9 +16,11 @@
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use fabric_model::Tokenizer;
 
+use super::cadence::Cadence;
 use super::lru::Lru;
 use crate::http::text::Utf8Decoder;
 use crate::sched::{ReqId, SessionKey};
@@ -168,12 +170,27 @@ pub struct SessionFigures {
 #[derive(Debug)]
 pub struct Sessions {
     lru: Lru<SessionKey, Entry>,
-    /// The highest `session_seq` each session has sent, for sessions that
-    /// number their requests: kept apart from `lru`, whose entry a
-    /// session's answers replace. The two share the byte budget (a quarter
-    /// of it here), and each holds at most `max_entries`.
-    seqs: Lru<SessionKey, u64>,
+    /// When each session's requests came, and the highest `session_seq`
+    /// it has sent: kept apart from `lru`, whose entry a session's answers
+    /// replace. The two share the byte budget (a quarter of it here), and
+    /// each holds at most `max_entries`.
+    clocks: Lru<SessionKey, Clock>,
     hasher: foldhash::fast::RandomState,
+}
+
+/// A session's clock: its cadence, and its highest `session_seq`.
+#[derive(Debug)]
+struct Clock {
+    cadence: Cadence,
+    seq: Option<u64>,
+}
+
+/// A request of a session, taken in the client's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    pub id: ReqId,
+    /// How long after it the session counts as paused, if it has typed.
+    pub pause_after: Option<Duration>,
 }
 
 /// A request whose `session_seq` is not above one its session already
@@ -190,28 +207,50 @@ impl Sessions {
         let seq_bytes = max_bytes / 4;
         Sessions {
             lru: Lru::new(max_bytes - seq_bytes, max_entries),
-            seqs: Lru::new(seq_bytes, max_entries),
+            clocks: Lru::new(seq_bytes, max_entries),
             hasher,
         }
     }
 
-    /// Takes a request numbered `seq` of `key` in the client's order: it
-    /// is given an id by `next_id` (under this table's lock, so requests
-    /// that number themselves get ids in their own order, whatever order
-    /// their connections deliver them in), or is [`Stale`]. A session the
-    /// table has let go starts again from its next number.
+    /// Takes a request of `key` that came at `now`, numbered `seq` in
+    /// the client's order if the client numbers them: it is given an id
+    /// by `next_id` (under this table's lock, so requests that number
+    /// themselves get ids in their own order, whatever order their
+    /// connections deliver them in), or is [`Stale`]. With the id comes
+    /// how long after it the session counts as paused (at most
+    /// `hold_max`; see [`cadence`](super::cadence)). A session the table
+    /// has let go starts again from its next number.
     pub fn order(
         &mut self,
         key: &SessionKey,
-        seq: u64,
+        seq: Option<u64>,
+        now: Instant,
+        hold_max: Duration,
         next_id: impl FnOnce() -> ReqId,
-    ) -> Result<ReqId, Stale> {
-        match self.seqs.get_mut(key) {
-            Some(last) if *last >= seq => return Err(Stale),
-            Some(last) => *last = seq,
-            None => self.seqs.insert(key.clone(), seq, key.id.len()),
-        }
-        Ok(next_id())
+    ) -> Result<Arrival, Stale> {
+        let clock = match self.clocks.get_mut(key) {
+            Some(c) => {
+                if let Some(seq) = seq {
+                    if c.seq.is_some_and(|last| last >= seq) {
+                        return Err(Stale);
+                    }
+                    c.seq = Some(seq);
+                }
+                c.cadence.arrive(now);
+                c.cadence
+            }
+            None => {
+                let cadence = Cadence::new(now);
+                let bytes = key.id.len() + std::mem::size_of::<Clock>();
+                self.clocks
+                    .insert(key.clone(), Clock { cadence, seq }, bytes);
+                cadence
+            }
+        };
+        Ok(Arrival {
+            id: next_id(),
+            pause_after: clock.pause_after(hold_max),
+        })
     }
 
     /// How the table remembers `prompt`.
@@ -347,8 +386,8 @@ impl Sessions {
     pub fn figures(&self) -> SessionFigures {
         SessionFigures {
             entries: self.lru.len(),
-            bytes: self.lru.bytes() + self.seqs.bytes(),
-            evictions: self.lru.evicted() + self.seqs.evicted(),
+            bytes: self.lru.bytes() + self.clocks.bytes(),
+            evictions: self.lru.evicted() + self.clocks.evicted(),
         }
     }
 }
@@ -487,11 +526,38 @@ mod tests {
         for i in 0..10_000 {
             let k = key(&format!("{i:0128}"));
             let m = t.mark("p");
-            assert_eq!(t.order(&k, 7, || i), Ok(i));
+            let at = Instant::now();
+            let got = t.order(&k, Some(7), at, Duration::from_millis(600), || i);
+            assert_eq!(got.map(|a| a.id), Ok(i));
             t.answered(k, i, m, shown(&[&"w".repeat(200)]), compat(), 0, true);
         }
         let f = t.figures();
         assert!(f.entries <= 100 && f.bytes <= 64 * 1024, "{f:?}");
         assert!(f.evictions >= 9_900, "{f:?}");
+    }
+
+    #[test]
+    fn requests_are_taken_in_the_clients_order_and_teach_the_sessions_pace() {
+        let mut t = Sessions::new(16, 1 << 20, Default::default());
+        let (k, u) = (key("numbered"), key("unnumbered"));
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let max = Duration::from_millis(600);
+        let first = t.order(&k, Some(1), t0, max, || 1);
+        assert_eq!(
+            first,
+            Ok(Arrival {
+                id: 1,
+                pause_after: None
+            })
+        );
+        let second = t.order(&k, Some(2), at(150), max, || 2).expect("in order");
+        assert_eq!(second.pause_after, Some(Duration::from_millis(450)));
+        // Not above the last number: stale, and no id is taken.
+        assert_eq!(t.order(&k, Some(2), at(200), max, || 3), Err(Stale));
+        // A session that does not number its requests learns its pace too.
+        t.order(&u, None, t0, max, || 4).expect("no number");
+        let next = t.order(&u, None, at(400), max, || 5).expect("no number");
+        assert_eq!(next.pause_after, Some(max));
     }
 }

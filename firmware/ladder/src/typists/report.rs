@@ -60,8 +60,28 @@ pub struct TypistResult {
     pub harness_lag_max_ms: f64,
     /// The daemon's counters over the window.
     pub daemon: Option<BTreeMap<String, f64>>,
+    /// Per keystroke, what kept a request off the fabric, by mechanism
+    /// ([`OFF_FABRIC`]): answered at the edge (cache, typed forward,
+    /// joined), superseded before a context (held, queued, late). With
+    /// the requests a keystroke that reached the fabric and those not
+    /// sent (a client's debounce) they make one.
+    pub off_fabric: BTreeMap<String, f64>,
     pub violations: Vec<Violation>,
 }
+
+/// The mechanisms that keep a keystroke's request off the fabric, and the
+/// daemon's counter of each (over the rung's window).
+pub const OFF_FABRIC: [(&str, &str); 6] = [
+    ("cache", "fabricd_answers_total{source=\"cache\"}"),
+    (
+        "typed forward",
+        "fabricd_answers_total{source=\"typed-forward\"}",
+    ),
+    ("joined", "fabricd_answers_total{source=\"joined\"}"),
+    ("held", "fabricd_superseded_total{state=\"held\"}"),
+    ("queued", "fabricd_superseded_total{state=\"queued\"}"),
+    ("late", "fabricd_superseded_total{state=\"late\"}"),
+];
 
 impl Figures for TypistResult {
     fn figure(&self, f: Figure) -> Option<f64> {
@@ -96,6 +116,18 @@ pub fn summarize(s: &TypistStats) -> TypistResult {
     let answers = s.answers();
     let source = |k: &str| s.sources.get(k).copied().unwrap_or(0);
     let lag = |q: f64| s.lag.value_at_quantile(q) as f64 / 1000.0;
+    let off_fabric = s
+        .daemon
+        .iter()
+        .flat_map(|d| {
+            OFF_FABRIC.iter().map(|(what, counter)| {
+                (
+                    what.to_string(),
+                    per_key(d.get(*counter).copied().unwrap_or(0.0)),
+                )
+            })
+        })
+        .collect();
     TypistResult {
         typists: s.typists,
         seconds: secs,
@@ -129,8 +161,26 @@ pub fn summarize(s: &TypistStats) -> TypistResult {
         harness_lag_p99_ms: lag(0.99),
         harness_lag_max_ms: s.lag.max() as f64 / 1000.0,
         daemon: s.daemon.clone(),
+        off_fabric,
         violations: Vec::new(),
     }
+}
+
+/// The off-fabric shares as a table cell: the whole, then each mechanism
+/// that kept any off (`-` without the daemon's counters).
+fn off_fabric_cell(r: &TypistResult) -> String {
+    if r.off_fabric.is_empty() {
+        return "-".to_owned();
+    }
+    let whole: f64 = r.off_fabric.values().sum();
+    let parts: Vec<String> = OFF_FABRIC
+        .iter()
+        .filter_map(|(what, _)| {
+            let v = r.off_fabric.get(*what).copied().unwrap_or(0.0);
+            (v >= 0.0005).then(|| format!("{what} {:.0}%", v * 100.0))
+        })
+        .collect();
+    format!("{:.0}% ({})", whole * 100.0, parts.join(", "))
 }
 
 /// A pause percentile for a table: `missed` when it falls among the
@@ -148,11 +198,11 @@ pub fn table(rungs: &[TypistResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| typists | keys/s | req/key | fabric req/key | superseded | stale | cache | typed fwd | joined | pauses | held | missed | pause p50 ms | pause p95 ms | pause p99 ms | rejected | errors | corrupt | harness cpu | lag p99 ms |"
+        "| typists | keys/s | req/key | fabric req/key | off the fabric, a key | superseded | stale | cache | typed fwd | joined | pauses | held | missed | pause p50 ms | pause p95 ms | pause p99 ms | rejected | errors | corrupt | harness cpu | lag p99 ms |"
     );
     let _ = writeln!(
         out,
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for r in rungs {
         let rejected = r
@@ -163,11 +213,12 @@ pub fn table(rungs: &[TypistResult]) -> String {
             .collect::<Vec<_>>();
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {:.2} | {} | {:.1}% | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0}% | {:.1} |",
+            "| {} | {:.0} | {:.2} | {} | {} | {:.1}% | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0}% | {:.1} |",
             r.typists,
             r.keystrokes_per_s,
             r.requests_per_keystroke,
             opt(r.fabric_requests_per_keystroke, 2),
+            off_fabric_cell(r),
             r.superseded_share * 100.0,
             r.stale,
             r.cache_hits,
@@ -474,5 +525,28 @@ mod tests {
         );
         assert_eq!(c.held_up_to(1000.0), Some(50.0));
         assert!(Curve::from_json(&serde_json::json!({"workload": "closed"}), None).is_err());
+    }
+
+    #[test]
+    fn what_kept_keystrokes_off_the_fabric_is_read_from_the_daemons_counters() {
+        let mut s = TypistStats::new(10);
+        s.keystrokes = 200;
+        s.daemon = Some(BTreeMap::from([
+            ("fabricd_superseded_total{state=\"held\"}".to_owned(), 100.0),
+            (
+                "fabricd_superseded_total{state=\"queued\"}".to_owned(),
+                20.0,
+            ),
+            ("fabricd_answers_total{source=\"cache\"}".to_owned(), 10.0),
+            ("fabricd_shell_completed_total".to_owned(), 70.0),
+        ]));
+        let r = summarize(&s);
+        assert_eq!(r.off_fabric["held"], 0.5);
+        assert_eq!(r.off_fabric["queued"], 0.1);
+        assert_eq!(r.off_fabric["typed forward"], 0.0);
+        assert_eq!(r.fabric_requests_per_keystroke, Some(0.35));
+        assert_eq!(off_fabric_cell(&r), "65% (cache 5%, held 50%, queued 10%)");
+        // A bare server has no counters: nothing to say.
+        assert_eq!(off_fabric_cell(&summarize(&TypistStats::new(1))), "-");
     }
 }
