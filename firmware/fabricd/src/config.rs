@@ -197,13 +197,13 @@ impl Default for TypingSettings {
             interactive_first: true,
             cache_bytes: 1 << 20,
             session_entries: 4096,
-            session_bytes: 1 << 20,
+            session_bytes: 4 << 20,
             typed_forward_min_tokens: 2,
             interactive_max_tokens: 32,
             reserved_lanes: 1,
             bulk_ageing_ms: 2000,
             hold: true,
-            hold_max_ms: 600,
+            hold_max_ms: 450,
         }
     }
 }

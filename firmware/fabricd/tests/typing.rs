@@ -311,7 +311,7 @@ async fn a_held_keystroke_superseded_never_reaches_the_fabric() {
                           "session": "typist", "session_seq": seq, "user": "typist"});
         keys.push(tokio::spawn(async move { post_json(addr, body).await }));
         // The typist's pace, 200 ms a key: its session counts as paused
-        // 600 ms (the default bound) after each.
+        // 450 ms (the default bound) after each.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let mut answers = Vec::new();
