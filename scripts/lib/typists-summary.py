@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""The goals of issue 15 beside what scripts/bench-typists measured.
+"""The goals of issues 15 and 23 beside what scripts/bench-typists measured.
 
 Usage: typists-summary.py PREFIX WORK
 
 PREFIX is the results' path without its suffixes (PREFIX-off.json, -on,
--both, -burst, -mixed); WORK holds each step's exit status and the
+-both, -both-nohold, -burst, -mixed); WORK holds each step's exit status and the
 daemon's peak RSS (STEP.status, STEP.rss, in KiB). Prints Markdown: a
 table of the goals, then the keystroke model and the harness's figures.
 A step that did not run says so.
@@ -69,6 +69,7 @@ def errors_upto(doc, typists):
 def main():
     prefix, work = sys.argv[1], sys.argv[2]
     off, on, both = load(prefix, "off"), load(prefix, "on"), load(prefix, "both")
+    nohold = load(prefix, "both-nohold")
     burst, mixed = load(prefix, "burst"), load(prefix, "mixed")
     rows = []
 
@@ -98,7 +99,48 @@ def main():
     else:
         rows.append(("kjv in both slots, features on: 500 typists", "not run", "-"))
 
-    rss = {s: read(work, s, "rss") for s in ("off", "on", "both", "burst", "mixed")}
+    # Issue 23: the seed's swarm, all typing.
+    if both:
+        n, _ = held(both)
+        t, _ = held_text(both)
+        errs = errors_upto(both, n)
+        met = "met" if n is not None and n >= 2000 and errs == 0 else "missed"
+        rows.append(("Issue 23: kjv in both slots: at least 2,000 typists at pause p95 ≤ 1 s, 0 errors", f"{t}; errors and corrupted up to there: {errs}", met))
+        at = next((r for r in both["rungs"] if r["typists"] == 2000), None)
+        if at:
+            off_fabric = at.get("off_fabric") or {}
+            parts = ", ".join(f"{k} {100 * v:.1f}%" for k, v in off_fabric.items() if v > 0)
+            fab = at["fabric_requests_per_keystroke"]
+            rows.append((
+                "Issue 23: at 2,000 typists, fabric requests a keystroke and the keystrokes that never reached the fabric, by mechanism",
+                f"{'-' if fab is None else format(fab, '.3f')} fabric requests a keystroke; off the fabric {100 * sum(off_fabric.values()):.1f}% ({parts})",
+                "measured",
+            ))
+    if on:
+        n, _ = held(on)
+        t, _ = held_text(on)
+        errs = errors_upto(on, n)
+        met = "met" if n is not None and n >= 1000 and errs == 0 else "missed"
+        rows.append(("Issue 23: kjv in one slot (fortunes in the other): at least 1,000 typists at pause p95 ≤ 1 s", f"{t}; errors and corrupted up to there: {errs}", met))
+    if both and nohold:
+        n_on, _ = held(both)
+        n_off, _ = held(nohold)
+        t_on, _ = held_text(both)
+        t_off, _ = held_text(nohold)
+        def fab_at(doc, typists):
+            r = next((r for r in doc["rungs"] if r["typists"] == typists), None)
+            v = None if r is None else r["fabric_requests_per_keystroke"]
+            return "-" if v is None else f"{v:.3f}"
+        same = n_off if n_off is not None else (nohold["rungs"][0]["typists"] if nohold["rungs"] else None)
+        rows.append((
+            "Issue 23: held until a pause, on and off in one run (kjv in both slots)",
+            f"on: {t_on}; off: {t_off}; fabric requests a keystroke at {same}: on {fab_at(both, same)}, off {fab_at(nohold, same)}",
+            "measured" if n_on is None or n_off is None or n_on > n_off else "no gain",
+        ))
+    else:
+        rows.append(("Issue 23: held until a pause, on and off", "not run", "-"))
+
+    rss = {s: read(work, s, "rss") for s in ("off", "on", "both", "both-nohold", "burst", "mixed")}
     ran = {s: v for s, v in rss.items() if v and v != "?"}
     if ran:
         worst = max(int(v) for v in ran.values())
