@@ -48,8 +48,8 @@ pub(super) enum Spot {
 pub(super) type HeldSet = BTreeSet<(Instant, ReqId)>;
 
 impl State {
-    /// When `r`, admitted at `now` in `class`, goes into its line if it is
-    /// to be held: its session's pause, or its deadline less its service
+    /// When `r`, admitted at `now`, goes into its line if it is to be
+    /// held: its session's pause, or its deadline less its service
     /// time if that is sooner. `None`: it goes into its line now.
     pub(super) fn hold_until(&self, r: &Request, now: Instant) -> Option<Instant> {
         if !self.policy.hold || r.session.is_none() || r.front {
