@@ -66,6 +66,16 @@ def errors_upto(doc, typists):
     return sum(r["errors"] + r["corrupted"] for r in doc["rungs"] if typists is not None and r["typists"] <= typists)
 
 
+def at_least(doc, goal, label):
+    """A goal row: at least `goal` typists at pause p95 within the budget
+    with no errors or corrupted completions up to there."""
+    n, _ = held(doc)
+    t, _ = held_text(doc)
+    errs = errors_upto(doc, n)
+    met = "met" if n is not None and n >= goal and errs == 0 else "missed"
+    return (label, f"{t}; errors and corrupted up to there: {errs}", met)
+
+
 def main():
     prefix, work = sys.argv[1], sys.argv[2]
     off, on, both = load(prefix, "off"), load(prefix, "on"), load(prefix, "both")
@@ -91,21 +101,13 @@ def main():
         rows.append(("Features off and on, same typists", "not run", "-"))
 
     if both:
-        n, over = held(both)
-        t, _ = held_text(both)
-        errs = errors_upto(both, n)
-        met = "met" if n is not None and n >= 500 and errs == 0 else "missed"
-        rows.append(("kjv in both slots, features on: at least 500 typists at pause p95 ≤ 1 s, 0 errors", f"{t}; errors and corrupted up to there: {errs}", met))
+        rows.append(at_least(both, 500, "kjv in both slots, features on: at least 500 typists at pause p95 ≤ 1 s, 0 errors"))
     else:
         rows.append(("kjv in both slots, features on: 500 typists", "not run", "-"))
 
     # Issue 23: the seed's swarm, all typing.
     if both:
-        n, _ = held(both)
-        t, _ = held_text(both)
-        errs = errors_upto(both, n)
-        met = "met" if n is not None and n >= 2000 and errs == 0 else "missed"
-        rows.append(("Issue 23: kjv in both slots: at least 2,000 typists at pause p95 ≤ 1 s, 0 errors", f"{t}; errors and corrupted up to there: {errs}", met))
+        rows.append(at_least(both, 2000, "Issue 23: kjv in both slots: at least 2,000 typists at pause p95 ≤ 1 s, 0 errors"))
         at = next((r for r in both["rungs"] if r["typists"] == 2000), None)
         if at:
             off_fabric = at.get("off_fabric") or {}
@@ -117,11 +119,7 @@ def main():
                 "measured",
             ))
     if on:
-        n, _ = held(on)
-        t, _ = held_text(on)
-        errs = errors_upto(on, n)
-        met = "met" if n is not None and n >= 1000 and errs == 0 else "missed"
-        rows.append(("Issue 23: kjv in one slot (fortunes in the other): at least 1,000 typists at pause p95 ≤ 1 s", f"{t}; errors and corrupted up to there: {errs}", met))
+        rows.append(at_least(on, 1000, "Issue 23: kjv in one slot (fortunes in the other): at least 1,000 typists at pause p95 ≤ 1 s"))
     if both and nohold:
         n_on, _ = held(both)
         n_off, _ = held(nohold)

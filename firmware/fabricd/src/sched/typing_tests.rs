@@ -417,14 +417,22 @@ fn keystroke(id: ReqId, at: Instant) -> (Admission, Events) {
     (k, rx)
 }
 
+/// One slot of one context, from `t0` running request 1 of another
+/// client: what comes next waits. The running request's (id, tag, ctx)
+/// and its events.
+fn busy(t0: Instant) -> (State, Vec<(ReqId, u32, u16)>, Events) {
+    let mut s = State::with_policy(slots(&["m"]), 1, Policy::for_contexts(1));
+    let (filler, rf) = req(1, "other", 4, t0);
+    s.admit(filler, t0).expect("admit");
+    let running = dispatch(&mut s, t0);
+    (s, running, rf)
+}
+
 #[test]
 fn a_held_keystroke_yields_to_a_paused_session_and_is_superseded_before_the_fabric() {
     let t0 = Instant::now();
     let ms = |n| t0 + Duration::from_millis(n);
-    let mut s = State::with_policy(slots(&["m"]), 1, Policy::for_contexts(1));
-    let (filler, _rf) = req(1, "other", 4, t0);
-    s.admit(filler, t0).expect("admit");
-    let running = dispatch(&mut s, t0);
+    let (mut s, running, _rf) = busy(t0);
     // A typist's keystroke comes while the fabric is busy: held.
     let (k1, mut r1) = keystroke(2, ms(10));
     s.admit(k1, ms(10)).expect("admit");
@@ -458,10 +466,7 @@ fn a_held_keystroke_yields_to_a_paused_session_and_is_superseded_before_the_fabr
 fn a_held_keystroke_goes_in_line_when_its_session_pauses_and_never_past_its_deadline() {
     let t0 = Instant::now();
     let ms = |n| t0 + Duration::from_millis(n);
-    let mut s = State::with_policy(slots(&["m"]), 1, Policy::for_contexts(1));
-    let (filler, _rf) = req(1, "other", 4, t0);
-    s.admit(filler, t0).expect("admit");
-    let running = dispatch(&mut s, t0);
+    let (mut s, running, _rf) = busy(t0);
     let (k1, _r1) = keystroke(2, t0);
     s.admit(k1, t0).expect("admit");
     // After its pause, a newer request of another client waits too: the
