@@ -179,7 +179,8 @@ pub struct TypingSettings {
     /// sessions that have paused until its own session pauses (three of
     /// its typing gaps with no newer request), and runs before then only
     /// on fabric that would otherwise idle: a keystroke that follows
-    /// supersedes it before it costs fabric time.
+    /// supersedes it before it costs fabric time. Only with `supersede`
+    /// (without it, a held request would only wait).
     pub hold: bool,
     /// The longest a request is held back (a slow typist's three gaps are
     /// cut to this).

@@ -70,7 +70,9 @@ impl Policy {
             interactive_max_tokens: t.interactive_max_tokens,
             bulk_contexts: info.lanes.saturating_sub(t.reserved_lanes as usize).max(1),
             ageing: Duration::from_millis(t.bulk_ageing_ms),
-            hold: t.hold,
+            // A request is held so that a newer one of its session can
+            // supersede it; without superseding, holding only delays it.
+            hold: t.hold && t.supersede,
             lanes: info.lanes.max(1),
             prefill_ns: info.prefill_ns.into(),
             decode_ns: info.decode_ns.into(),
@@ -221,5 +223,25 @@ mod tests {
         assert_eq!(p.class(&params(256)), Class::Interactive);
         assert_eq!(p.bulk_contexts, 7);
         assert_eq!(Policy::for_contexts(1).bulk_contexts, 1);
+    }
+
+    #[test]
+    fn requests_are_held_only_where_a_newer_one_can_supersede_them() {
+        let info = ShellInfo {
+            version_major: 1,
+            version_minor: 1,
+            slots: 2,
+            lanes: 4,
+            contexts_per_slot: 32,
+            max_prompt: 512,
+            max_output: 256,
+            interface_id: 0,
+            prefill_ns: 50_000,
+            decode_ns: 1_900_000,
+        };
+        let mut t = TypingSettings::default();
+        assert!(Policy::new(&t, &info).hold);
+        t.supersede = false;
+        assert!(!Policy::new(&t, &info).hold);
     }
 }
