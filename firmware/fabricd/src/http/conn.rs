@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 use super::early;
 use super::exchange::Exchange;
 use super::handoff::serve_one;
-use super::head::{read_head, HeadError};
+use super::head::{read_head, HeadError, FIRST_READ};
 use super::reply::Failure;
 use super::App;
 use crate::sched::Outcome;
@@ -64,7 +64,7 @@ pub(super) async fn serve_conn(
             if let Some(t) = tenure {
                 t.set_parked(true);
             }
-            let spoke = park(&stream, wait, shutdown, tenure).await;
+            let spoke = park(&stream, &mut pending, wait, shutdown, tenure).await;
             if let Some(t) = tenure {
                 t.set_parked(false);
             }
@@ -94,27 +94,45 @@ pub(super) async fn serve_conn(
     }
 }
 
-/// Waits until the client says something (true), or the wait runs out, it
-/// closes, the daemon stops, or the connection is told to make room
-/// (false).
+/// Waits until the client says something (true: what it said is in
+/// `pending`), or the wait runs out, it closes, the daemon stops, or the
+/// connection is told to make room (false).
+///
+/// What arrives is read here, into a buffer made only once the socket is
+/// readable: a peek to see that something came, then a read of it, took
+/// two system calls a request where one does.
 async fn park(
     stream: &TcpStream,
+    pending: &mut BytesMut,
     wait: Duration,
     shutdown: &CancellationToken,
     tenure: Option<&Tenure>,
 ) -> bool {
-    // A byte to peek at (or EOF): `readable()` alone can wake spuriously.
-    let mut probe = [0u8; 1];
     let evicted = async {
         match tenure {
             Some(t) => t.evicted().await,
             None => std::future::pending().await,
         }
     };
+    let spoke = async {
+        loop {
+            if stream.readable().await.is_err() {
+                return false;
+            }
+            pending.reserve(FIRST_READ);
+            match stream.try_read_buf(pending) {
+                Ok(n) => return n > 0,
+                // Readiness can be stale: nothing came after all, and a
+                // silent connection holds no buffer.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => *pending = BytesMut::new(),
+                Err(_) => return false,
+            }
+        }
+    };
     tokio::select! {
         // A request that has come is served, whatever else is ready.
         biased;
-        r = stream.peek(&mut probe) => matches!(r, Ok(n) if n > 0),
+        spoke = spoke => spoke,
         () = tokio::time::sleep(wait) => false,
         () = shutdown.cancelled() => false,
         () = evicted => false,

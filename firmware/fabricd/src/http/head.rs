@@ -17,14 +17,14 @@
 
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use tokio::time::Instant;
 
 /// The first read's room: an ordinary head (and a small body with it)
 /// fits.
-const FIRST_READ: usize = 4096;
+pub(super) const FIRST_READ: usize = 4096;
 
 /// Less room than this is grown before a read.
 const MIN_READ: usize = 512;
@@ -107,10 +107,10 @@ pub async fn read_head(
         let len = buf.len();
         let spare = buf.capacity() - len;
         let room = if spare >= MIN_READ { spare } else { FIRST_READ }.min(limits.max_bytes - len);
-        buf.resize(len + room, 0);
-        let read = stream.try_read(&mut buf[len..]);
-        buf.truncate(len + read.as_ref().map_or(0, |&n| n));
-        match read {
+        buf.reserve(room);
+        // Into the spare capacity as it is: zeroing it first cost a
+        // memset of the whole room on every request.
+        match stream.try_read_buf(&mut (&mut *buf).limit(room)) {
             Ok(0) => return Err(HeadError::Closed),
             Ok(_) => continue,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
