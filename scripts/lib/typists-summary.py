@@ -4,7 +4,7 @@
 Usage: typists-summary.py PREFIX WORK
 
 PREFIX is the results' path without its suffixes (PREFIX-off.json, -on,
--both, -both-nohold, -burst, -mixed); WORK holds each step's exit status and the
+-both, -both-nohold, -burst, -mixed, -hostile-quiet, -hostile-attacked); WORK holds each step's exit status and the
 daemon's peak RSS (STEP.status, STEP.rss, in KiB). Prints Markdown: a
 table of the goals, then the keystroke model and the harness's figures.
 A step that did not run says so.
@@ -76,6 +76,24 @@ def at_least(doc, goal, label):
     return (label, f"{t}; errors and corrupted up to there: {errs}", met)
 
 
+HOSTILE_RATIO = 1.2  # written before the run (scripts/bench-typists, step 6)
+
+
+def hostile_answers(work):
+    """Every answer `abuse`'s typing sessions got, by what it was, over
+    all their kinds."""
+    try:
+        with open(os.path.join(work, "hostile.abuse")) as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    answers = {}
+    for tally in report.values():
+        for k, v in tally.items():
+            answers[k] = answers.get(k, 0) + v
+    return answers
+
+
 def main():
     prefix, work = sys.argv[1], sys.argv[2]
     off, on, both = load(prefix, "off"), load(prefix, "on"), load(prefix, "both")
@@ -138,7 +156,7 @@ def main():
     else:
         rows.append(("Issue 23: held until a pause, on and off", "not run", "-"))
 
-    rss = {s: read(work, s, "rss") for s in ("off", "on", "both", "both-nohold", "burst", "mixed")}
+    rss = {s: read(work, s, "rss") for s in ("off", "on", "both", "both-nohold", "burst", "mixed", "hostile-quiet", "hostile-attacked")}
     ran = {s: v for s, v in rss.items() if v and v != "?"}
     if ran:
         worst = max(int(v) for v in ran.values())
@@ -177,6 +195,23 @@ def main():
         ))
     else:
         rows.append(("A mixed profile", "not run", "-"))
+
+    quiet, attacked = load(prefix, "hostile-quiet"), load(prefix, "hostile-attacked")
+    if quiet and attacked and quiet["rungs"] and attacked["rungs"]:
+        q, a = quiet["rungs"][0], attacked["rungs"][0]
+        qp, ap = q["pause_p95_ms"], a["pause_p95_ms"]
+        ok = qp is not None and ap is not None and ap <= BUDGET_MS and ap <= HOSTILE_RATIO * qp
+        errs = a["errors"] + a["corrupted"]
+        answers = hostile_answers(work)
+        untyped = {k: v for k, v in answers.items() if "untyped" in k or "no answer" in k or "lost" in k}
+        rows.append((
+            f"Issue 23, bad input: {a['typists']} typists beside hostile typing sessions, pause p95 at most {HOSTILE_RATIO} x quiet and within 1 s, 0 errors; every hostile request a typed answer",
+            f"quiet p95 {p(qp)}, beside them {p(ap)} ({'-' if not qp or ap is None else f'{ap / qp:.2f} x'}); errors and corrupted {errs}; "
+            f"hostile requests {sum(answers.values())}, without a typed answer {sum(untyped.values())}",
+            "met" if ok and errs == 0 and answers and not untyped else "missed",
+        ))
+    else:
+        rows.append(("Issue 23, bad input: typists beside hostile typing sessions", "not run", "-"))
 
     print("| goal | measured | |")
     print("|---|---|---|")

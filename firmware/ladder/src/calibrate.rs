@@ -73,6 +73,7 @@ pub async fn calibrate(clients: usize, duration: Duration) -> anyhow::Result<Cal
         addr,
         host: addr.to_string(),
         sources: 0,
+        source: None,
     });
     let end = Instant::now() + duration;
     let start = Instant::now();
@@ -149,6 +150,7 @@ pub async fn calibrate_typists(
         addr,
         host: addr.to_string(),
         sources: 0,
+        source: None,
     };
     let stats = crate::typists::run::run(&target, corpus, cfg, warmup, duration).await;
     server.abort();

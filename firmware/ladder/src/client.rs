@@ -19,6 +19,9 @@ pub struct Target {
     /// Loopback addresses the connections come from in turn (127.1.0.1
     /// and up), as clients on as many hosts would; 0: the kernel's choice.
     pub sources: u16,
+    /// The one loopback address every connection comes from, if set (a
+    /// single hostile host).
+    pub source: Option<Ipv4Addr>,
 }
 
 /// The next source address's number, shared by every connection.
@@ -45,6 +48,7 @@ impl Target {
             addr,
             host: hostport.to_owned(),
             sources: 0,
+            source: None,
         })
     }
 
@@ -61,13 +65,29 @@ impl Target {
         Ok(self)
     }
 
+    /// The same target, every connection coming from `from` (a loopback
+    /// address, for a loopback target).
+    pub fn from_address(mut self, from: Ipv4Addr) -> Result<Target, String> {
+        if !(self.addr.ip().is_loopback() && self.addr.is_ipv4() && from.is_loopback()) {
+            return Err(format!(
+                "a source address needs a 127.x.x.x target and source: {} from {from}",
+                self.addr
+            ));
+        }
+        self.source = Some(from);
+        Ok(self)
+    }
+
     /// A TCP connection to the target, from the next source address.
     pub async fn open(&self) -> std::io::Result<TcpStream> {
-        if self.sources == 0 {
-            return TcpStream::connect(self.addr).await;
-        }
-        let i = NEXT_SOURCE.fetch_add(1, Ordering::Relaxed) % usize::from(self.sources);
-        let from = source_address(i as u16);
+        let from = match self.source {
+            Some(from) => from,
+            None if self.sources == 0 => return TcpStream::connect(self.addr).await,
+            None => {
+                let i = NEXT_SOURCE.fetch_add(1, Ordering::Relaxed) % usize::from(self.sources);
+                source_address(i as u16)
+            }
+        };
         let socket = TcpSocket::new_v4()?;
         socket.bind(SocketAddr::new(from.into(), 0))?;
         socket.connect(self.addr).await

@@ -11,11 +11,17 @@
 //! - a flood: connections opened past the daemon's cap, each asking once,
 //!   opened again when closed.
 //!
+//! And, for `scripts/bench-typists`, typing sessions driven as no typist
+//! drives them ([`typing`]): at machine speed, a new session every request,
+//! never pausing, a new model every keystroke.
+//!
 //! Each attack comes from its own loopback address (127.0.0.2 and up), as
 //! it would from its own host. At the end it prints, as JSON, what each
 //! attack was answered: statuses counted, and closes without an answer.
 
 #![forbid(unsafe_code)]
+
+mod typing;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -51,6 +57,23 @@ struct Args {
     /// Connections of the flood.
     #[arg(long, default_value_t = 2000)]
     flood: usize,
+    /// Typing sessions at machine speed (up to 2,000 keystrokes a second
+    /// each).
+    #[arg(long, default_value_t = 0)]
+    machine_sessions: usize,
+    /// Clients naming a new session in every request (200 a second each).
+    #[arg(long, default_value_t = 0)]
+    session_hoppers: usize,
+    /// Sessions typing a keystroke every 100 ms without ever pausing.
+    #[arg(long, default_value_t = 0)]
+    nonstop_sessions: usize,
+    /// Never-pausing sessions naming the next of `--models` at each
+    /// keystroke.
+    #[arg(long, default_value_t = 0)]
+    model_switchers: usize,
+    /// The models the typing sessions name (the first, unless switching).
+    #[arg(long, value_delimiter = ',', default_value = "kjv")]
+    models: Vec<String>,
 }
 
 /// What an attack was answered: a status, or `closed`, `reset`, `refused`.
@@ -245,11 +268,28 @@ fn main() -> ExitCode {
         for _ in 0..args.flood {
             tasks.spawn(flood(to, host.clone(), until, tallies[3].clone()));
         }
+        let attacks = typing::Attacks {
+            machine: args.machine_sessions,
+            hoppers: args.session_hoppers,
+            nonstop: args.nonstop_sessions,
+            switchers: args.model_switchers,
+            models: args.models.clone(),
+        };
+        let typed = typing::run(&target, &attacks, until).await;
         while tasks.join_next().await.is_some() {}
+        let typed = match typed {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("abuse: {e}");
+                return ExitCode::from(2);
+            }
+        };
         let report: serde_json::Map<String, serde_json::Value> = kinds
             .iter()
-            .zip(&tallies)
-            .map(|(k, t)| ((*k).to_owned(), t.json()))
+            .copied()
+            .zip(tallies.iter())
+            .chain(typed.iter().map(|(k, t)| (*k, t)))
+            .map(|(k, t)| (k.to_owned(), t.json()))
             .collect();
         println!("{}", serde_json::Value::Object(report));
         ExitCode::SUCCESS
