@@ -67,13 +67,20 @@ fn assert_superseded(r: &Reply) {
 /// A daemon with one context, held by a long request of another client
 /// (abort the handle to let it go): what a typist sends next waits.
 async fn held() -> (Daemon, tokio::task::JoinHandle<Reply>) {
+    held_with(|_| {}).await
+}
+
+/// [`held`], with the daemon's configuration changed by `config`.
+async fn held_with(
+    config: impl FnOnce(&mut fabricd::config::Config),
+) -> (Daemon, tokio::task::JoinHandle<Reply>) {
     let d = Daemon::start(
         |s| {
             s.lanes = 1;
             s.contexts = 1;
             s.max_output = 1024;
         },
-        |_| {},
+        config,
     )
     .await;
     let addr = d.addr;
@@ -760,5 +767,82 @@ async fn bad_sessions_floods_and_cache_busting_get_typed_answers_within_bounds()
     assert!(metric(addr, "fabricd_session_bytes").await <= 16.0 * 1024.0);
     // And everyone else is served.
     assert_eq!(common::small_completion(addr, "x", 0).await, 200);
+    d.stop().await;
+}
+
+/// A session that names the other model at every keystroke, while one
+/// model's slot is busy: every keystroke gets a typed answer (its text, or
+/// `superseded`), every text is its own model's for its prompt, the
+/// newest keystroke is answered, and the session is one entry of the
+/// table. Then a session that types what each answer suggested, in the
+/// other model each time: nothing is typed forward across models.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_changing_model_every_keystroke_gets_each_models_own_answers() {
+    // No cache: each reference below is decoded, not this test's own
+    // answers read back.
+    let (d, holder) = held_with(|c| c.typing.cache = false).await;
+    let addr = d.addr;
+    let model = |i: usize| if i % 2 == 0 { "kjv" } else { "fortunes" };
+    let prompt = |i: usize| format!("And the {}", &"light and darkness"[..i + 1]);
+    let mut keys = Vec::new();
+    for i in 0..13 {
+        let body = json!({"model": model(i), "prompt": prompt(i), "max_tokens": 6,
+                          "temperature": 0, "session": "switcher", "session_seq": i,
+                          "user": "switcher"});
+        keys.push(tokio::spawn(async move { post_json(addr, body).await }));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    // The busy slot frees: what waits for it runs.
+    holder.abort();
+    let mut answers = Vec::new();
+    for k in keys {
+        answers.push(k.await.expect("join"));
+    }
+    assert_eq!(answers[12].status, 200, "{}", answers[12].text());
+    for (i, r) in answers.iter().enumerate() {
+        if r.status != 200 {
+            assert_superseded(r);
+            continue;
+        }
+        assert_eq!(r.json()["model"], model(i), "keystroke {i}: {}", r.text());
+        let reference = post_json(
+            addr,
+            json!({"model": model(i), "prompt": prompt(i), "max_tokens": 6, "temperature": 0}),
+        )
+        .await;
+        assert_eq!(reference.status, 200, "{}", reference.text());
+        assert_eq!(
+            text(r),
+            text(&reference),
+            "keystroke {i} ({}) got another model's text",
+            model(i)
+        );
+    }
+    assert!(metric(addr, "fabricd_sessions").await <= 1.0);
+    // One keystroke at a time, each typing what the last suggested, in
+    // the other model: no answer of one model is typed forward into the
+    // other's.
+    let mut typed = "And God".to_owned();
+    for i in 0..8 {
+        let body = json!({"model": model(i), "prompt": typed, "max_tokens": 6, "temperature": 0,
+                          "session": "follower", "session_seq": i, "user": "follower"});
+        let r = post_json(addr, body).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let reference = post_json(
+            addr,
+            json!({"model": model(i), "prompt": typed, "max_tokens": 6, "temperature": 0}),
+        )
+        .await;
+        assert_eq!(
+            text(&r),
+            text(&reference),
+            "keystroke {i} ({}, {:?} from {:?}) got another model's text",
+            model(i),
+            source(&r),
+            typed
+        );
+        let next = text(&r).chars().next().unwrap_or(' ');
+        typed.push(next);
+    }
     d.stop().await;
 }
