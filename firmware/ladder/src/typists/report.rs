@@ -318,7 +318,8 @@ const COLORS: [&str; 4] = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
 /// Pause-suggestion latency and fabric requests per keystroke against
 /// typists, one curve a run, with the budget.
 pub fn svg(curves: &[Curve], title: &str, budget_ms: f64) -> String {
-    let (w, h) = (900.0, 720.0);
+    // A legend line a curve: two to a line overlapped once labels grew.
+    let (w, h) = (900.0, 704.0 + 16.0 * curves.len() as f64);
     let (left, right) = (80.0, 860.0);
     let max_typists = curves
         .iter()
@@ -437,8 +438,8 @@ pub fn svg(curves: &[Curve], title: &str, budget_ms: f64) -> String {
     // Legend.
     for (i, c) in curves.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let ly = 690.0 + 16.0 * (i / 2) as f64;
-        let lx = left + 390.0 * (i % 2) as f64;
+        let ly = 690.0 + 16.0 * i as f64;
+        let lx = left;
         let held = c
             .held_up_to(budget_ms)
             .map_or("none".to_owned(), |t| format!("{t:.0}"));
