@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The daemon's perf samples by part of the request path.
 
-Usage: perf-parts.py PERF-SCRIPT-OUTPUT US-PER-REQUEST
+Usage: perf-parts.py PERF-SCRIPT-OUTPUT US-PER-REQUEST [BARE-OUTPUT BARE-US]
 
 Reads `perf script` output (call graphs), puts each sample in the first
 part below that any frame of its stack belongs to, and prints a Markdown
 table: each part's share of the samples and, from the CPU a request
-measured beside the profile, its microseconds a request.
+measured beside the profile, its microseconds a request; with a second
+profile (the bare server's), its microseconds a request beside.
 """
 import collections
 import sys
@@ -25,8 +26,8 @@ PARTS = [
     ("answer::", "the answer: tokens to text and JSON"),
     ("validate::validate", "validate: JSON body to a request (tokenizing)"),
     ("start_completion", "start_completion: admission and the wait"),
-    ("read_head", "read_head: the head, before hyper"),
-    ("conn::park", "park: an idle connection's wait"),
+    ("http::head::read_head", "read_head: the head, before hyper"),
+    ("http::conn::park", "park: an idle connection's wait"),
     ("role::Server", "hyper: parsing and encoding"),
     ("serve_connection", "hyper: a connection made for the request"),
     ("routes::route", "routing"),
@@ -55,16 +56,34 @@ def samples(path):
         yield stack
 
 
-def main():
-    path, us = sys.argv[1], float(sys.argv[2])
+def parts(path):
     counts = collections.Counter()
     n = 0
     for stack in samples(path):
         n += 1
         part = next((p for key, p in PARTS if any(key in frame for frame in stack)), "other")
         counts[part] += 1
+    return counts, n
+
+
+def main():
+    path, us = sys.argv[1], float(sys.argv[2])
+    counts, n = parts(path)
     if n == 0:
         print("No samples.")
+        return
+    bare = None
+    if len(sys.argv) > 4:
+        bare = parts(sys.argv[3]) + (float(sys.argv[4]),)
+    if bare and bare[1]:
+        print("| part | share of samples | µs a request | bare hyper, µs a request |")
+        print("|---|---:|---:|---:|")
+        b_counts, b_n, b_us = bare
+        order = [p for p, _ in counts.most_common()] + [p for p in b_counts if p not in counts]
+        for part in order:
+            c = counts.get(part, 0)
+            print(f"| {part} | {100 * c / n:.1f}% | {us * c / n:.2f} | {b_us * b_counts.get(part, 0) / b_n:.2f} |")
+        print(f"| all ({n} and {b_n} samples) | 100% | {us:.1f} | {b_us:.1f} |")
         return
     print("| part | share of samples | µs a request |")
     print("|---|---:|---:|")
