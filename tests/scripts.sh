@@ -29,7 +29,8 @@ expect() {
 
 for s in scripts/build-image scripts/flash-sd scripts/deploy scripts/rotate scripts/logs \
          scripts/vendor-crates scripts/cross-test scripts/bench-ladder scripts/bench-serve \
-         scripts/bench-rotation scripts/bench-abuse scripts/build-models scripts/fuzz; do
+         scripts/bench-rotation scripts/bench-abuse scripts/bench-typists scripts/profile-serve \
+         scripts/build-models scripts/fuzz; do
     expect 0 "Usage" "$s" --help
 done
 for s in scripts/build-image scripts/flash-sd scripts/deploy scripts/rotate scripts/logs scripts/cross-test; do
