@@ -102,17 +102,49 @@ pub struct Attacks {
     pub models: Vec<String>,
 }
 
+/// A kind of hostile typing session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    MachineSpeed,
+    SessionHopper,
+    NeverPausing,
+    ModelSwitcher,
+}
+
+impl Kind {
+    /// Its name in the report.
+    fn name(self) -> &'static str {
+        match self {
+            Kind::MachineSpeed => "machine_speed",
+            Kind::SessionHopper => "session_hoppers",
+            Kind::NeverPausing => "never_pausing",
+            Kind::ModelSwitcher => "model_switchers",
+        }
+    }
+
+    /// The loopback address it comes from, as from a host of its own.
+    fn source(self) -> Ipv4Addr {
+        let host = match self {
+            Kind::MachineSpeed => 6,
+            Kind::SessionHopper => 7,
+            Kind::NeverPausing => 8,
+            Kind::ModelSwitcher => 9,
+        };
+        Ipv4Addr::new(127, 0, 0, host)
+    }
+}
+
 impl Attacks {
-    /// The kinds asked for, by name, with the address each comes from.
-    fn kinds(&self) -> Vec<(&'static str, usize, u8)> {
+    /// The kinds asked for, with how many sessions of each.
+    fn kinds(&self) -> Vec<(Kind, usize)> {
         [
-            ("machine_speed", self.machine, 6),
-            ("session_hoppers", self.hoppers, 7),
-            ("never_pausing", self.nonstop, 8),
-            ("model_switchers", self.switchers, 9),
+            (Kind::MachineSpeed, self.machine),
+            (Kind::SessionHopper, self.hoppers),
+            (Kind::NeverPausing, self.nonstop),
+            (Kind::ModelSwitcher, self.switchers),
         ]
         .into_iter()
-        .filter(|(_, n, _)| *n > 0)
+        .filter(|(_, n)| *n > 0)
         .collect()
     }
 }
@@ -130,42 +162,41 @@ pub async fn run(
         .first()
         .cloned()
         .ok_or("--models names none")?;
-    for (kind, sessions, host) in attacks.kinds() {
-        let from = target
-            .clone()
-            .from_address(Ipv4Addr::new(127, 0, 0, host))?;
+    for (kind, sessions) in attacks.kinds() {
+        let from = target.clone().from_address(kind.source())?;
         let tally = Arc::new(Tally::default());
-        tallies.push((kind, tally.clone()));
+        tallies.push((kind.name(), tally.clone()));
         for i in 0..sessions {
-            let models = match kind {
-                "model_switchers" => attacks.models.clone(),
-                _ => vec![model.clone()],
-            };
-            let session = format!("{kind}-{i}");
+            let session = format!("{}-{i}", kind.name());
             match kind {
-                "machine_speed" => {
+                Kind::MachineSpeed => {
                     let seq = Arc::new(AtomicU64::new(0));
                     for _ in 0..8 {
                         tasks.spawn(machine(
                             Link::new(&from),
                             session.clone(),
-                            models[0].clone(),
+                            model.clone(),
                             seq.clone(),
                             until,
                             tally.clone(),
                         ));
                     }
                 }
-                "session_hoppers" => {
+                Kind::SessionHopper => {
                     tasks.spawn(hopper(
                         Link::new(&from),
                         session,
-                        models[0].clone(),
+                        model.clone(),
                         until,
                         tally.clone(),
                     ));
                 }
-                _ => {
+                Kind::NeverPausing | Kind::ModelSwitcher => {
+                    let models = if kind == Kind::ModelSwitcher {
+                        attacks.models.clone()
+                    } else {
+                        vec![model.clone()]
+                    };
                     // Two connections in turn: a keystroke's answer (most
                     // often `superseded` by the next) is back before the
                     // connection's next keystroke.
