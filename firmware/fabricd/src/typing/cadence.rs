@@ -68,6 +68,12 @@ impl Cadence {
         };
     }
 
+    /// How long it has been at `now` since the session's newest request
+    /// (none if `now` is before it).
+    pub fn since_last(&self, now: Instant) -> Option<Duration> {
+        now.checked_duration_since(self.last)
+    }
+
     /// The session's mean typing gap, once one has been seen.
     pub fn gap(&self) -> Option<Duration> {
         (self.gap_us > 0).then(|| Duration::from_micros(self.gap_us))

@@ -185,6 +185,13 @@ struct Clock {
     seq: Option<u64>,
 }
 
+/// A session silent this long whose next request is numbered lower than
+/// its last has started again (a client restarted under the same session
+/// id, counting from its first number): its numbers are taken afresh. A
+/// request that lost a race to a newer one of its session on another
+/// connection comes milliseconds behind it, never this long.
+pub const RESTART_AFTER: Duration = Duration::from_secs(10);
+
 /// A request of a session, taken in the client's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Arrival {
@@ -231,7 +238,11 @@ impl Sessions {
         let clock = match self.clocks.get_mut(key) {
             Some(c) => {
                 if let Some(seq) = seq {
-                    if c.seq.is_some_and(|last| last >= seq) {
+                    let restarted = c
+                        .cadence
+                        .since_last(now)
+                        .is_some_and(|silent| silent >= RESTART_AFTER);
+                    if c.seq.is_some_and(|last| last >= seq) && !restarted {
                         return Err(Stale);
                     }
                     c.seq = Some(seq);
@@ -555,6 +566,16 @@ mod tests {
         assert_eq!(second.pause_after, Some(Duration::from_millis(450)));
         // Not above the last number: stale, and no id is taken.
         assert_eq!(t.order(&k, Some(2), at(200), max, || 3), Err(Stale));
+        // After a silence the client counts from 1 again (it restarted
+        // under the same session id): a new run, not stale; then its own
+        // order holds again.
+        let restart = at(150) + RESTART_AFTER;
+        let again = t.order(&k, Some(1), restart, max, || 6);
+        assert_eq!(again.map(|a| a.id), Ok(6));
+        assert_eq!(
+            t.order(&k, Some(1), restart + Duration::from_millis(5), max, || 7),
+            Err(Stale)
+        );
         // A session that does not number its requests learns its pace too.
         t.order(&u, None, t0, max, || 4).expect("no number");
         let next = t.order(&u, None, at(400), max, || 5).expect("no number");
