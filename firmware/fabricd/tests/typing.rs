@@ -782,7 +782,13 @@ async fn a_session_changing_model_every_keystroke_gets_each_models_own_answers()
     // answers read back.
     let (d, holder) = held_with(|c| c.typing.cache = false).await;
     let addr = d.addr;
-    let model = |i: usize| if i.is_multiple_of(2) { "kjv" } else { "fortunes" };
+    let model = |i: usize| {
+        if i.is_multiple_of(2) {
+            "kjv"
+        } else {
+            "fortunes"
+        }
+    };
     let prompt = |i: usize| format!("And the {}", &"light and darkness"[..i + 1]);
     let mut keys = Vec::new();
     for i in 0..13 {
