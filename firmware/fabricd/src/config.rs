@@ -210,6 +210,13 @@ impl Default for TypingSettings {
 }
 
 impl TypingSettings {
+    /// Whether requests are held until their session pauses: a request is
+    /// held so that a newer one of its session can supersede it, so only
+    /// with `supersede` (without it, holding would only delay it).
+    pub fn holds(&self) -> bool {
+        self.hold && self.supersede
+    }
+
     /// The daemon as it was before these features, for the benchmark's
     /// baseline. `every_slot` stays on: the scheduler always served a
     /// model from every slot holding it, and a baseline with half the

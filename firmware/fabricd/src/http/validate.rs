@@ -218,13 +218,13 @@ pub(super) fn validate(
     let next_id = || app.next_id.fetch_add(1, Ordering::Relaxed);
     let typing = &app.typing.settings;
     let (id, pause_after) = match &session {
-        Some(key) if typing.supersede || typing.hold => {
-            let seq = session_seq.filter(|_| typing.supersede);
+        // Holding needs supersede too (`TypingSettings::holds`).
+        Some(key) if typing.supersede => {
             let arrival = app
                 .typing
-                .order(key, seq, received, next_id)
+                .order(key, session_seq, received, next_id)
                 .map_err(|_| Outcome::Superseded)?;
-            (arrival.id, arrival.pause_after.filter(|_| typing.hold))
+            (arrival.id, arrival.pause_after.filter(|_| typing.holds()))
         }
         _ => (next_id(), None),
     };

@@ -70,9 +70,7 @@ impl Policy {
             interactive_max_tokens: t.interactive_max_tokens,
             bulk_contexts: info.lanes.saturating_sub(t.reserved_lanes as usize).max(1),
             ageing: Duration::from_millis(t.bulk_ageing_ms),
-            // A request is held so that a newer one of its session can
-            // supersede it; without superseding, holding only delays it.
-            hold: t.hold && t.supersede,
+            hold: t.holds(),
             lanes: info.lanes.max(1),
             prefill_ns: info.prefill_ns.into(),
             decode_ns: info.decode_ns.into(),
@@ -92,7 +90,7 @@ impl Policy {
             interactive_max_tokens: t.interactive_max_tokens,
             bulk_contexts: contexts.saturating_sub(1).max(1),
             ageing: Duration::from_millis(t.bulk_ageing_ms),
-            hold: t.hold,
+            hold: t.holds(),
             lanes: contexts.max(1),
             prefill_ns: 50_000,
             decode_ns: 1_900_000,
