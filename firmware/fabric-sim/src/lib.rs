@@ -42,7 +42,7 @@ mod rtl;
 pub mod rules;
 mod watch;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -81,6 +81,9 @@ pub enum SimError {
 
 pub(crate) struct Shared {
     pub fabric: Mutex<Fabric>,
+    /// Threads waiting for `fabric` in [`Shared::lock`]: the sequencer,
+    /// busy, lets them in before it takes the lock again.
+    waiting: AtomicU32,
     pub stop: AtomicBool,
     /// Fast polls still to do: a sync for the device usually precedes a
     /// doorbell by microseconds.
@@ -97,7 +100,25 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn lock(&self) -> MutexGuard<'_, Fabric> {
-        self.fabric.lock().unwrap_or_else(PoisonError::into_inner)
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let guard = self.fabric.lock().unwrap_or_else(PoisonError::into_inner);
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        guard
+    }
+
+    /// Lets a thread waiting for the lock take it before the caller, who
+    /// just let it go, takes it again. std's mutex is not fair: a busy
+    /// sequencer takes it back at once, and under the RTL in a debug build
+    /// on a loaded machine, a sync waiting behind it went unanswered past
+    /// the daemon's 2 s bound (`fabricd serve` then exits). Bounded: a
+    /// waiter not scheduled within a few thousand yields waits a turn.
+    fn let_waiters_in(&self) {
+        for _ in 0..4096 {
+            if self.waiting.load(Ordering::Relaxed) == 0 {
+                return;
+            }
+            thread::yield_now();
+        }
     }
 
     /// Lets the sequencer run now rather than at its next poll.
@@ -196,6 +217,7 @@ impl Simulator {
         }
         let shared = Arc::new(Shared {
             fabric: Mutex::new(fabric),
+            waiting: AtomicU32::new(0),
             stop: AtomicBool::new(false),
             burst: std::sync::atomic::AtomicU32::new(0),
             sequencer: OnceLock::new(),
@@ -318,6 +340,7 @@ fn sequencer(shared: &Shared) {
             f.deliver_irq();
             (next, next.is_some() || f.counters().active > 0)
         };
+        shared.let_waiters_in();
         if busy {
             last_busy = now;
         }
