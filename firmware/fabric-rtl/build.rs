@@ -11,7 +11,7 @@ fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let rtl = manifest.join("../../rtl");
     println!("cargo:rerun-if-changed={}", rtl.display());
-    for dir in ["shell", "engine", "slot", "sim"] {
+    for dir in ["common", "shell", "engine", "slot", "sim"] {
         println!("cargo:rerun-if-changed={}", rtl.join(dir).display());
     }
     // Deliberately broken RTL for scripts/rtl-mutants: a comma-separated
@@ -30,17 +30,25 @@ fn main() {
     let obj = out.join("verilated");
     let _ = std::fs::remove_dir_all(&obj);
     let mut sources: Vec<PathBuf> = vec![rtl.join("sim/fabric_cosim.v")];
-    for dir in ["shell", "slot", "engine"] {
+    for dir in ["common", "shell", "slot", "engine"] {
         sources.extend(verilog_in(&rtl.join(dir)));
     }
     let mut verilator = Command::new("verilator");
     verilator
         .args(["--cc", "-O3", "--x-assign", "fast", "--x-initial", "fast"])
-        // Width and unused-signal warnings are checked by rtl/lint, not here.
-        .args(["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNUSED"])
+        // Every warning, none switched off (scripts/rtl-lint checks each
+        // file the same way); a deliberately broken build may leave a
+        // signal unused, which is the point of it.
+        .arg("-Wall")
+        .args(if breaks.is_empty() {
+            &[][..]
+        } else {
+            &["-Wno-fatal"][..]
+        })
         .args(["--top-module", "fabric_cosim", "--Mdir"])
         .arg(&obj)
         .arg(format!("-I{}", rtl.join("shell").display()))
+        .arg(format!("-I{}", rtl.join("common").display()))
         .arg(format!("-I{}", rtl.join("engine").display()))
         .args(&breaks)
         .args(&sources);

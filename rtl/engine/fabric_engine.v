@@ -25,12 +25,10 @@ module fabric_engine #(
 ) (
     input  wire          clk,
     input  wire          rst,
-    // The table changed (a reconfiguration): read its header again.
-    input  wire          reload,
+    // The header has been read (after reset: the slot was loaded).
+    output reg           table_done,
     // The table's header checked out; identity = words 8..15.
     output reg           table_ok,
-    // Word 0 reads zero: no module in the slot (a blank region), not a bad one.
-    output reg           table_blank,
     output reg  [255:0]  identity,
 
     input  wire          req_valid,
@@ -47,7 +45,6 @@ module fabric_engine #(
     output reg           rsp_fault,   // no table: the step has no answer
 
     output reg  [AW-1:0] mem_addr,
-    output reg           mem_en,
     input  wire [31:0]   mem_data
 );
     localparam [31:0] MAGIC = 32'h4654_4231;  // "FTB1"
@@ -81,11 +78,9 @@ module fabric_engine #(
     reg        greedy;
     reg [19:0] inv_t;
     reg        level;          // 0: searching the trigrams, 1: the bigrams
-    // Addresses are 32-bit words of the table; the memory takes AW bits.
-    /* verilator lint_off UNUSEDSIGNAL */
     reg [31:0] key, base, lo, hi, mid;
     reg [31:0] first, n, i;
-    /* verilator lint_on UNUSEDSIGNAL */
+
     reg [15:0] first_log;
     reg [15:0] first_token;
     reg [39:0] total;
@@ -99,18 +94,16 @@ module fabric_engine #(
     // candidate's is `top` (fabric_hw::sampling::weight).
     function [16:0] weight(input [15:0] top, input [15:0] log, input [19:0] it);
         reg [15:0] diff;
-        /* verilator lint_off UNUSEDSIGNAL */
-        reg [35:0] prod;
-        reg [27:0] d;
-        /* verilator lint_on UNUSEDSIGNAL */
+        reg [16:0] whole;      // d >> 11, d = (diff * it) >> 8
+        reg [7:0]  frac;       // (d >> 3) & 0xFF
+        reg [10:0] unused_low;
         begin
             diff = (top > log) ? (top - log) : 16'd0;
-            prod = diff * it;
-            d = prod[35:8];
-            if (d[27:11] >= 17'd17)
+            {whole, frac, unused_low} = diff * it;
+            if (whole >= 17'd17)
                 weight = 17'd0;
             else
-                weight = exp2_q16(d[10:3]) >> d[15:11];
+                weight = exp2_q16(frac) >> whole[4:0];
         end
     endfunction
 
@@ -118,39 +111,33 @@ module fabric_engine #(
     wire [15:0] cand_token = mem_data[31:16];
     wire [16:0] w_sum = weight((i == 0) ? cand_log : first_log, cand_log, inv_t);
     wire [16:0] w_walk = weight(first_log, cand_log, inv_t);
-    /* verilator lint_off UNUSEDSIGNAL */
-    wire [71:0] scaled = draw * total;
-    /* verilator lint_on UNUSEDSIGNAL */
+
+    wire [39:0] scaled;                     // (draw * total) >> 32
+    wire [31:0] unused_scaled_low;
+    assign {scaled, unused_scaled_low} = draw * total;
+    // Addresses are 32-bit words of the table; the memory takes AW bits.
+    wire        unused_high = ^{base[31:AW], first[31:AW]};
+
     wire [31:0] mid_next = (lo + hi) >> 1;
 
     always @(posedge clk) begin
-        mem_en <= 1'b0;
         if (rst) begin
             state <= S_HDR_ISSUE;
             hdr_i <= 4'd0;
+            table_done <= 1'b0;
             table_ok <= 1'b0;
             rsp_valid <= 1'b0;
             rsp_fault <= 1'b0;
             rsp_token <= 32'd0;
-        end else if (reload && state != S_HDR_ISSUE && state != S_HDR_USE) begin
-            // A step in flight is abandoned with no answer: its table is gone.
-            state <= S_HDR_ISSUE;
-            hdr_i <= 4'd0;
-            table_ok <= 1'b0;
-            rsp_valid <= 1'b0;
         end else begin
             case (state)
                 S_HDR_ISSUE: begin
                     mem_addr <= {{(AW-4){1'b0}}, hdr_i};
-                    mem_en <= 1'b1;
                     state <= S_HDR_USE;
                 end
                 S_HDR_USE: begin
                     case (hdr_i)
-                        4'd0: begin
-                            table_ok <= (mem_data == MAGIC);
-                            table_blank <= (mem_data == 32'd0);
-                        end
+                        4'd0: table_ok <= (mem_data == MAGIC);
                         4'd2: uni_first <= mem_data;
                         4'd3: uni_n <= mem_data;
                         4'd4: bi_base <= mem_data;
@@ -163,6 +150,7 @@ module fabric_engine #(
                     if (hdr_i[3])
                         identity <= {identity[223:0], mem_data};
                     hdr_i <= hdr_i + 4'd1;
+                    table_done <= hdr_i == 4'd15;
                     state <= (hdr_i == 4'd15) ? S_IDLE : S_HDR_ISSUE;
                 end
                 S_IDLE: begin
@@ -198,7 +186,6 @@ module fabric_engine #(
                     if (lo < hi) begin
                         mid <= mid_next;
                         mem_addr <= base[AW-1:0] + {mid_next[AW-2:0], 1'b0};
-                        mem_en <= 1'b1;
                         state <= S_SEARCH_CMP;
                     end else begin
                         state <= S_MISS;
@@ -207,7 +194,6 @@ module fabric_engine #(
                 S_SEARCH_CMP: begin
                     if (mem_data == key) begin
                         mem_addr <= base[AW-1:0] + {mid[AW-2:0], 1'b1};
-                        mem_en <= 1'b1;
                         state <= S_ENTRY;
                     end else begin
                         if (mem_data < key)
@@ -246,7 +232,6 @@ module fabric_engine #(
                         state <= S_DONE;
                     end else if (greedy || n == 32'd1) begin
                         mem_addr <= first[AW-1:0];
-                        mem_en <= 1'b1;
                         state <= S_GREEDY_USE;
                     end else begin
                         state <= S_SUM_ISSUE;
@@ -260,7 +245,6 @@ module fabric_engine #(
                 end
                 S_SUM_ISSUE: begin
                     mem_addr <= first[AW-1:0] + i[AW-1:0];
-                    mem_en <= 1'b1;
                     state <= S_SUM_USE;
                 end
                 S_SUM_USE: begin
@@ -273,13 +257,12 @@ module fabric_engine #(
                     state <= (i + 32'd1 == n) ? S_DRAW : S_SUM_ISSUE;
                 end
                 S_DRAW: begin
-                    x <= scaled[71:32];
+                    x <= scaled;
                     i <= 32'd0;
                     state <= S_WALK_ISSUE;
                 end
                 S_WALK_ISSUE: begin
                     mem_addr <= first[AW-1:0] + i[AW-1:0];
-                    mem_en <= 1'b1;
                     state <= S_WALK_USE;
                 end
                 S_WALK_USE: begin

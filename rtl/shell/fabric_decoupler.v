@@ -14,59 +14,65 @@
 
 `default_nettype none
 
-module fabric_decoupler (
-    input  wire         clk,
-    input  wire         rst,
+module fabric_decoupler #(
+    parameter integer REQ_W = 117,      // a step: a, b, draw, greedy, inv_t
+    parameter integer RSP_W = 33        // its answer: token, fault
+) (
+    input  wire             clk,
+    input  wire             rst,
 
     // Its register window (AXI4-Lite, 4 KiB, one register).
-    input  wire         s_awvalid,
-    output wire         s_awready,
-    input  wire [11:0]  s_awaddr,
-    input  wire         s_wvalid,
-    output wire         s_wready,
-    input  wire [31:0]  s_wdata,
-    input  wire [3:0]   s_wstrb,
-    output wire         s_bvalid,
-    input  wire         s_bready,
-    output wire [1:0]   s_bresp,
-    input  wire         s_arvalid,
-    output wire         s_arready,
-    input  wire [11:0]  s_araddr,
-    output wire         s_rvalid,
-    input  wire         s_rready,
-    output wire [31:0]  s_rdata,
-    output wire [1:0]   s_rresp,
+    input  wire             s_awvalid,
+    output wire             s_awready,
+    input  wire [11:0]      s_awaddr,
+    input  wire             s_wvalid,
+    output wire             s_wready,
+    input  wire [31:0]      s_wdata,
+    input  wire [3:0]       s_wstrb,
+    output wire             s_bvalid,
+    input  wire             s_bready,
+    output wire [1:0]       s_bresp,
+    input  wire             s_arvalid,
+    output wire             s_arready,
+    input  wire [11:0]      s_araddr,
+    output wire             s_rvalid,
+    input  wire             s_rready,
+    output wire [31:0]      s_rdata,
+    output wire [1:0]       s_rresp,
 
-    output reg          decoupled,
+    output reg              decoupled,
 
     // Shell side.
-    input  wire         sh_req_valid,
-    output wire         sh_req_ready,
-    input  wire         sh_rsp_ready,
-    output wire         sh_rsp_valid,
-    output wire [31:0]  sh_rsp_token,
-    output wire         sh_rsp_fault,
-    input  wire         sh_reload,
-    output wire         sh_table_ok,
-    output wire         sh_table_blank,
-    output wire [255:0] sh_identity,
+    input  wire             sh_req_valid,
+    output wire             sh_req_ready,
+    input  wire [REQ_W-1:0] sh_req_data,
+    output wire             sh_rsp_valid,
+    input  wire             sh_rsp_ready,
+    output wire [RSP_W-1:0] sh_rsp_data,
+    input  wire             sh_reload,
+    output wire             sh_present,
+    output wire             sh_table_done,
+    output wire             sh_table_ok,
+    output wire [255:0]     sh_identity,
 
     // Slot side.
-    output wire         rp_req_valid,
-    input  wire         rp_req_ready,
-    output wire         rp_rsp_ready,
-    input  wire         rp_rsp_valid,
-    input  wire [31:0]  rp_rsp_token,
-    input  wire         rp_rsp_fault,
-    output wire         rp_reload,
-    input  wire         rp_table_ok,
-    input  wire         rp_table_blank,
-    input  wire [255:0] rp_identity
+    output wire             rp_req_valid,
+    input  wire             rp_req_ready,
+    output wire [REQ_W-1:0] rp_req_data,
+    input  wire             rp_rsp_valid,
+    output wire             rp_rsp_ready,
+    input  wire [RSP_W-1:0] rp_rsp_data,
+    output wire             rp_reload,
+    input  wire             rp_present,
+    input  wire             rp_table_done,
+    input  wire             rp_table_ok,
+    input  wire [255:0]     rp_identity
 );
     wire        reg_we, reg_re;
     wire [11:0] reg_waddr, reg_raddr;
     wire [31:0] reg_wdata;
     reg  [31:0] reg_rdata;
+    wire        unused_wdata = ^reg_wdata[31:1];
 
     fabric_axil #(.AW(12)) regs (
         .clk(clk), .rst(rst),
@@ -92,12 +98,13 @@ module fabric_decoupler (
 
     assign sh_req_ready = !decoupled && rp_req_ready;
     assign sh_rsp_valid = !decoupled && rp_rsp_valid;
-    assign sh_rsp_token = decoupled ? 32'd0 : rp_rsp_token;
-    assign sh_rsp_fault = !decoupled && rp_rsp_fault;
+    assign sh_rsp_data = decoupled ? {RSP_W{1'b0}} : rp_rsp_data;
+    assign sh_present = !decoupled && rp_present;
+    assign sh_table_done = !decoupled && rp_table_done;
     assign sh_table_ok = !decoupled && rp_table_ok;
-    assign sh_table_blank = !decoupled && rp_table_blank;
     assign sh_identity = decoupled ? 256'd0 : rp_identity;
     assign rp_req_valid = !decoupled && sh_req_valid;
+    assign rp_req_data = sh_req_data;
     assign rp_rsp_ready = !decoupled && sh_rsp_ready;
     assign rp_reload = !decoupled && sh_reload;
 endmodule

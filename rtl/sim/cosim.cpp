@@ -132,6 +132,8 @@ fcs* fcs_new(unsigned read_latency) {
     f->top = new Vfabric_cosim(f->context, "fabric");
     f->read_latency = read_latency;
     for (unsigned s = 0; s < 8; s++) f->credits[s] = -1;
+    // Power-on with no module in any slot: greyboxes.
+    f->top->greybox = ~0u;
     f->top->rst = 1;
     for (int i = 0; i < 8; i++) cycle(f);
     f->top->rst = 0;
@@ -170,6 +172,14 @@ uint64_t fcs_cycles(const fcs* f) { return f->cycles; }
 int fcs_irq(const fcs* f) { return f->top->irq; }
 
 int fcs_decoupled(const fcs* f, unsigned slot) { return (f->top->decoupled >> slot) & 1; }
+
+// Slot `slot` holds no module (a greybox) or a module again.
+void fcs_greybox(fcs* f, unsigned slot, int on) {
+    if (on)
+        f->top->greybox |= 1u << slot;
+    else
+        f->top->greybox &= ~(1u << slot);
+}
 
 void fcs_pr_active(fcs* f, unsigned slot, int on) {
     if (on)

@@ -8,7 +8,9 @@
 // the configuration port would.
 //
 // step_gate paces the slots' engines to a decode time for the daemon's
-// tests (fabric-sim --rtl); open, it changes nothing.
+// tests (fabric-sim --rtl); open, it changes nothing. A step held at a
+// closed gate is not the slot's time: the shell's watchdog does not count
+// it (slot_hold).
 //
 // pr_active[s] stands for the slot's logic being reprogrammed: while it is
 // set, the slot's outputs are whatever its half-configured logic drives
@@ -67,27 +69,29 @@ module fabric_cosim #(
 
     output wire               irq,
     input  wire [SLOTS-1:0]   pr_active,
+    // The slot holds no module (a greybox): its outputs are tied to 0, as
+    // Vivado ties a reconfigurable partition left empty (UG909).
+    input  wire [SLOTS-1:0]   greybox,
     output wire [SLOTS-1:0]   decoupled,
     // The co-simulation's pacing: a slot takes a step only while its gate
     // is open; step_taken says a step was handed over this cycle.
     input  wire [SLOTS-1:0]   step_gate,
     output wire [SLOTS-1:0]   step_taken
 );
-    wire [SLOTS-1:0]     req_valid, req_ready, rsp_valid, rsp_ready, rsp_fault, reload, table_ok;
-    wire [SLOTS-1:0]     table_blank;
-    wire [31:0]          step_a, step_b, step_draw;
-    wire                 step_greedy;
-    wire [19:0]          step_inv_t;
-    wire [SLOTS*32-1:0]  rsp_token;
-    wire [SLOTS*256-1:0] identity;
-    /* verilator lint_off UNUSEDSIGNAL */
-    wire [1:0]           unused_resp [0:SLOTS];
-    wire [2:0]           unused_size [0:1];
-    wire [1:0]           unused_burst [0:1];
-    wire [3:0]           unused_wstrb;
-    wire                 unused_ready [0:1];
-    /* verilator lint_on UNUSEDSIGNAL */
-    wire [1:0]           unused_bresp [0:SLOTS];
+    localparam integer REQ_W = 117;
+    localparam integer RSP_W = 33;
+
+    wire [SLOTS-1:0]       req_valid, req_ready, rsp_valid, rsp_ready, reload, present;
+    wire [SLOTS-1:0]       table_done, table_ok, hold;
+    wire [SLOTS*REQ_W-1:0] req_data;
+    wire [SLOTS*RSP_W-1:0] rsp_data;
+    wire [SLOTS*256-1:0]   identity;
+    wire [1:0]             unused_resp [0:SLOTS];
+    wire [2:0]             unused_size [0:1];
+    wire [1:0]             unused_burst [0:1];
+    wire [3:0]             unused_wstrb;
+    wire                   unused_ready [0:1];
+    wire [1:0]             unused_bresp [0:SLOTS];
 
     fabric_shell #(
         .SLOTS(SLOTS), .LANES(LANES), .CPS(CPS), .CLK_MHZ(CLK_MHZ),
@@ -109,13 +113,11 @@ module fabric_cosim #(
         .m_wdata(m_wdata), .m_wstrb(unused_wstrb), .m_wlast(m_wlast), .m_wvalid(m_wvalid),
         .m_wready(m_wready), .m_bresp(m_bresp), .m_bvalid(m_bvalid), .m_bready(unused_ready[1]),
         .irq(irq),
-        .slot_req_valid(req_valid), .slot_req_ready(req_ready),
-        .step_a(step_a), .step_b(step_b), .step_draw(step_draw),
-        .step_greedy(step_greedy), .step_inv_t(step_inv_t),
-        .slot_rsp_valid(rsp_valid), .slot_rsp_ready(rsp_ready), .slot_rsp_token(rsp_token),
-        .slot_rsp_fault(rsp_fault), .slot_reload(reload), .slot_table_ok(table_ok),
-        .slot_table_blank(table_blank),
-        .slot_identity(identity), .slot_decoupled(decoupled)
+        .slot_req_valid(req_valid), .slot_req_ready(req_ready), .slot_req_data(req_data),
+        .slot_rsp_valid(rsp_valid), .slot_rsp_ready(rsp_ready), .slot_rsp_data(rsp_data),
+        .slot_reload(reload), .slot_present(present), .slot_table_done(table_done),
+        .slot_table_ok(table_ok), .slot_identity(identity), .slot_decoupled(decoupled),
+        .slot_hold(hold)
     );
 
     // What a half-configured slot drives.
@@ -126,13 +128,17 @@ module fabric_cosim #(
     genvar g;
     generate
         for (g = 0; g < SLOTS; g = g + 1) begin : slot
-            wire         rp_req_valid, rp_req_ready, rp_rsp_ready, rp_rsp_valid, rp_rsp_fault;
-            wire         rp_reload, rp_table_ok, rp_table_blank;
-            wire [31:0]  rp_rsp_token;
-            wire [255:0] rp_identity;
-            wire         m_req_ready, m_rsp_valid, m_rsp_fault, m_table_ok, m_table_blank;
-            wire [31:0]  m_rsp_token;
-            wire [255:0] m_identity;
+            wire             rp_req_valid, rp_req_ready, rp_rsp_ready, rp_rsp_valid;
+            wire             rp_reload, rp_present, rp_table_done, rp_table_ok;
+            wire [REQ_W-1:0] rp_req_data;
+            wire [RSP_W-1:0] rp_rsp_data;
+            wire [255:0]     rp_identity;
+            wire             m_req_ready, m_rsp_valid, m_present, m_table_done, m_table_ok;
+            wire [RSP_W-1:0] m_rsp_data;
+            wire [255:0]     m_identity;
+            // A module comes up from its initial state after it is programmed
+            // (RESET_AFTER_RECONFIG), and after the shell's reload.
+            wire             m_rst = rst || rp_reload || greybox[g] || pr_active[g];
 
             fabric_decoupler dcp (
                 .clk(clk), .rst(rst),
@@ -145,40 +151,40 @@ module fabric_cosim #(
                 .s_rresp(unused_resp[g + 1]),
                 .decoupled(decoupled[g]),
                 .sh_req_valid(req_valid[g]), .sh_req_ready(req_ready[g]),
-                .sh_rsp_ready(rsp_ready[g]), .sh_rsp_valid(rsp_valid[g]),
-                .sh_rsp_token(rsp_token[32 * g +: 32]), .sh_rsp_fault(rsp_fault[g]),
-                .sh_reload(reload[g]), .sh_table_ok(table_ok[g]),
-                .sh_table_blank(table_blank[g]),
-                .sh_identity(identity[256 * g +: 256]),
+                .sh_req_data(req_data[REQ_W * g +: REQ_W]),
+                .sh_rsp_valid(rsp_valid[g]), .sh_rsp_ready(rsp_ready[g]),
+                .sh_rsp_data(rsp_data[RSP_W * g +: RSP_W]),
+                .sh_reload(reload[g]), .sh_present(present[g]), .sh_table_done(table_done[g]),
+                .sh_table_ok(table_ok[g]), .sh_identity(identity[256 * g +: 256]),
                 .rp_req_valid(rp_req_valid), .rp_req_ready(rp_req_ready),
-                .rp_rsp_ready(rp_rsp_ready), .rp_rsp_valid(rp_rsp_valid),
-                .rp_rsp_token(rp_rsp_token), .rp_rsp_fault(rp_rsp_fault),
-                .rp_reload(rp_reload), .rp_table_ok(rp_table_ok),
-                .rp_table_blank(rp_table_blank), .rp_identity(rp_identity)
+                .rp_req_data(rp_req_data),
+                .rp_rsp_valid(rp_rsp_valid), .rp_rsp_ready(rp_rsp_ready),
+                .rp_rsp_data(rp_rsp_data),
+                .rp_reload(rp_reload), .rp_present(rp_present), .rp_table_done(rp_table_done),
+                .rp_table_ok(rp_table_ok), .rp_identity(rp_identity)
             );
 
             fabric_slot #(.TABLE_WORDS(TABLE_WORDS)) rm (
-                .clk(clk), .rst(rst || rp_reload),
-                .req_valid(rp_req_valid && step_gate[g]), .req_ready(m_req_ready),
-                .req_a(step_a), .req_b(step_b), .req_draw(step_draw),
-                .req_greedy(step_greedy), .req_inv_t(step_inv_t),
-                .rsp_valid(m_rsp_valid), .rsp_ready(rp_rsp_ready),
-                .rsp_token(m_rsp_token), .rsp_fault(m_rsp_fault),
-                .reload(1'b0), .table_ok(m_table_ok), .table_blank(m_table_blank),
+                .clk(clk), .rst(m_rst),
+                .req_valid(rp_req_valid && step_gate[g] && !greybox[g]), .req_ready(m_req_ready),
+                .req_data(rp_req_data),
+                .rsp_valid(m_rsp_valid), .rsp_ready(rp_rsp_ready), .rsp_data(m_rsp_data),
+                .present(m_present), .table_done(m_table_done), .table_ok(m_table_ok),
                 .identity(m_identity)
             );
 
-            // A closed gate holds a request back; with none pending the slot's
-            // READY shows through (the shell checks it as the slot settles).
+            // The gate: closed, the slot sees no request and READY stays low.
+            assign hold[g] = rp_req_valid && !step_gate[g];
+            assign step_taken[g] = rp_req_valid && rp_req_ready;
+            // Half-programmed logic drives garbage; a greybox drives 0.
             assign rp_req_ready = pr_active[g] ? lfsr[g]
-                                : (m_req_ready && (step_gate[g] || !rp_req_valid));
-            assign step_taken[g] = !pr_active[g] && rp_req_valid && step_gate[g] && m_req_ready;
-            assign rp_rsp_valid = pr_active[g] ? lfsr[g + 3] : m_rsp_valid;
-            assign rp_rsp_token = pr_active[g] ? lfsr : m_rsp_token;
-            assign rp_rsp_fault = pr_active[g] ? lfsr[g + 7] : m_rsp_fault;
-            assign rp_table_ok = pr_active[g] ? lfsr[g + 11] : m_table_ok;
-            assign rp_table_blank = pr_active[g] ? lfsr[g + 13] : m_table_blank;
-            assign rp_identity = pr_active[g] ? {8{lfsr}} : m_identity;
+                                : (!greybox[g] && m_req_ready && step_gate[g]);
+            assign rp_rsp_valid = pr_active[g] ? lfsr[g + 3] : (!greybox[g] && m_rsp_valid);
+            assign rp_rsp_data = pr_active[g] ? {lfsr[0], lfsr} : (greybox[g] ? {RSP_W{1'b0}} : m_rsp_data);
+            assign rp_present = pr_active[g] ? lfsr[g + 7] : (!greybox[g] && m_present);
+            assign rp_table_done = pr_active[g] ? lfsr[g + 9] : (!greybox[g] && m_table_done);
+            assign rp_table_ok = pr_active[g] ? lfsr[g + 11] : (!greybox[g] && m_table_ok);
+            assign rp_identity = pr_active[g] ? {8{lfsr}} : (greybox[g] ? 256'd0 : m_identity);
         end
     endgenerate
 endmodule

@@ -19,6 +19,10 @@ module fabric_top #(
 
     // The register windows: the shell's, then each decoupler's.
     wire [DAW-1:0] sh_awaddr, sh_araddr, d0_awaddr, d0_araddr, d1_awaddr, d1_araddr;
+    // Each window is 4 KiB: the bits above its offset select it in the
+    // PS's interconnect, not here.
+    wire unused_window_bits = ^{sh_awaddr[DAW-1:12], sh_araddr[DAW-1:12], d0_awaddr[DAW-1:12],
+                               d0_araddr[DAW-1:12], d1_awaddr[DAW-1:12], d1_araddr[DAW-1:12]};
     wire [2:0]     w_awvalid, w_awready, w_wvalid, w_wready, w_bvalid, w_bready;
     wire [2:0]     w_arvalid, w_arready, w_rvalid, w_rready;
     wire [31:0]    w_wdata [0:2];
@@ -79,17 +83,13 @@ module fabric_top #(
     );
 
     // The slots' ports, shell side (through the decouplers) and slot side.
-    wire [1:0]   req_valid, req_ready, rsp_valid, rsp_ready, rsp_fault, reload;
-    wire [1:0]   table_ok, table_blank, decoupled;
-    wire [31:0]  step_a, step_b, step_draw;
-    wire         step_greedy;
-    wire [19:0]  step_inv_t;
-    wire [63:0]  rsp_token;
-    wire [511:0] identity;
-    wire [1:0]   rp_req_valid, rp_req_ready, rp_rsp_valid, rp_rsp_ready, rp_rsp_fault;
-    wire [1:0]   rp_reload, rp_table_ok, rp_table_blank;
-    wire [63:0]  rp_rsp_token;
-    wire [511:0] rp_identity;
+    localparam integer REQ_W = 117;
+    localparam integer RSP_W = 33;
+    wire [1:0]       req_valid, req_ready, rsp_valid, rsp_ready, reload, present;
+    wire [1:0]       table_done, table_ok, decoupled;
+    wire [2*REQ_W-1:0] req_data;
+    wire [2*RSP_W-1:0] rsp_data;
+    wire [511:0]     identity;
 
     fabric_shell #(.CLK_MHZ(CLK_MHZ), .DAW(DAW)) shell (
         .clk(clk), .rst(rst),
@@ -107,13 +107,19 @@ module fabric_top #(
         .m_wlast(hp_wlast), .m_wvalid(hp_wvalid), .m_wready(hp_wready),
         .m_bresp(hp_bresp), .m_bvalid(hp_bvalid), .m_bready(hp_bready),
         .irq(irq),
-        .slot_req_valid(req_valid), .slot_req_ready(req_ready),
-        .step_a(step_a), .step_b(step_b), .step_draw(step_draw),
-        .step_greedy(step_greedy), .step_inv_t(step_inv_t),
-        .slot_rsp_valid(rsp_valid), .slot_rsp_ready(rsp_ready), .slot_rsp_token(rsp_token),
-        .slot_rsp_fault(rsp_fault), .slot_reload(reload), .slot_table_ok(table_ok),
-        .slot_table_blank(table_blank), .slot_identity(identity), .slot_decoupled(decoupled)
+        .slot_req_valid(req_valid), .slot_req_ready(req_ready), .slot_req_data(req_data),
+        .slot_rsp_valid(rsp_valid), .slot_rsp_ready(rsp_ready), .slot_rsp_data(rsp_data),
+        .slot_reload(reload), .slot_present(present), .slot_table_done(table_done),
+        .slot_table_ok(table_ok), .slot_identity(identity), .slot_decoupled(decoupled),
+        // No gate on a board: the watchdog counts every cycle.
+        .slot_hold(2'b00)
     );
+
+    wire [1:0]         rp_req_valid, rp_req_ready, rp_rsp_valid, rp_rsp_ready;
+    wire [1:0]         rp_reload, rp_present, rp_table_done, rp_table_ok;
+    wire [2*REQ_W-1:0] rp_req_data;
+    wire [2*RSP_W-1:0] rp_rsp_data;
+    wire [511:0]       rp_identity;
 
     fabric_decoupler dcp0 (
         .clk(clk), .rst(rst),
@@ -123,15 +129,19 @@ module fabric_top #(
         .s_bresp(w_bresp[1]), .s_arvalid(w_arvalid[1]), .s_arready(w_arready[1]),
         .s_araddr(d0_araddr[11:0]), .s_rvalid(w_rvalid[1]), .s_rready(w_rready[1]),
         .s_rdata(w_rdata[1]), .s_rresp(w_rresp[1]), .decoupled(decoupled[0]),
-        .sh_req_valid(req_valid[0]), .sh_req_ready(req_ready[0]), .sh_rsp_ready(rsp_ready[0]),
-        .sh_rsp_valid(rsp_valid[0]), .sh_rsp_token(rsp_token[31:0]),
-        .sh_rsp_fault(rsp_fault[0]), .sh_reload(reload[0]), .sh_table_ok(table_ok[0]),
-        .sh_table_blank(table_blank[0]), .sh_identity(identity[255:0]),
+        .sh_req_valid(req_valid[0]), .sh_req_ready(req_ready[0]),
+        .sh_req_data(req_data[0 +: REQ_W]),
+        .sh_rsp_valid(rsp_valid[0]), .sh_rsp_ready(rsp_ready[0]),
+        .sh_rsp_data(rsp_data[0 +: RSP_W]),
+        .sh_reload(reload[0]), .sh_present(present[0]), .sh_table_done(table_done[0]),
+        .sh_table_ok(table_ok[0]), .sh_identity(identity[255:0]),
         .rp_req_valid(rp_req_valid[0]), .rp_req_ready(rp_req_ready[0]),
-        .rp_rsp_ready(rp_rsp_ready[0]), .rp_rsp_valid(rp_rsp_valid[0]),
-        .rp_rsp_token(rp_rsp_token[31:0]), .rp_rsp_fault(rp_rsp_fault[0]),
-        .rp_reload(rp_reload[0]), .rp_table_ok(rp_table_ok[0]),
-        .rp_table_blank(rp_table_blank[0]), .rp_identity(rp_identity[255:0])
+        .rp_req_data(rp_req_data[0 +: REQ_W]),
+        .rp_rsp_valid(rp_rsp_valid[0]), .rp_rsp_ready(rp_rsp_ready[0]),
+        .rp_rsp_data(rp_rsp_data[0 +: RSP_W]),
+        .rp_reload(rp_reload[0]), .rp_present(rp_present[0]),
+        .rp_table_done(rp_table_done[0]), .rp_table_ok(rp_table_ok[0]),
+        .rp_identity(rp_identity[255:0])
     );
 
     fabric_decoupler dcp1 (
@@ -142,40 +152,43 @@ module fabric_top #(
         .s_bresp(w_bresp[2]), .s_arvalid(w_arvalid[2]), .s_arready(w_arready[2]),
         .s_araddr(d1_araddr[11:0]), .s_rvalid(w_rvalid[2]), .s_rready(w_rready[2]),
         .s_rdata(w_rdata[2]), .s_rresp(w_rresp[2]), .decoupled(decoupled[1]),
-        .sh_req_valid(req_valid[1]), .sh_req_ready(req_ready[1]), .sh_rsp_ready(rsp_ready[1]),
-        .sh_rsp_valid(rsp_valid[1]), .sh_rsp_token(rsp_token[63:32]),
-        .sh_rsp_fault(rsp_fault[1]), .sh_reload(reload[1]), .sh_table_ok(table_ok[1]),
-        .sh_table_blank(table_blank[1]), .sh_identity(identity[511:256]),
+        .sh_req_valid(req_valid[1]), .sh_req_ready(req_ready[1]),
+        .sh_req_data(req_data[REQ_W +: REQ_W]),
+        .sh_rsp_valid(rsp_valid[1]), .sh_rsp_ready(rsp_ready[1]),
+        .sh_rsp_data(rsp_data[RSP_W +: RSP_W]),
+        .sh_reload(reload[1]), .sh_present(present[1]), .sh_table_done(table_done[1]),
+        .sh_table_ok(table_ok[1]), .sh_identity(identity[511:256]),
         .rp_req_valid(rp_req_valid[1]), .rp_req_ready(rp_req_ready[1]),
-        .rp_rsp_ready(rp_rsp_ready[1]), .rp_rsp_valid(rp_rsp_valid[1]),
-        .rp_rsp_token(rp_rsp_token[63:32]), .rp_rsp_fault(rp_rsp_fault[1]),
-        .rp_reload(rp_reload[1]), .rp_table_ok(rp_table_ok[1]),
-        .rp_table_blank(rp_table_blank[1]), .rp_identity(rp_identity[511:256])
+        .rp_req_data(rp_req_data[REQ_W +: REQ_W]),
+        .rp_rsp_valid(rp_rsp_valid[1]), .rp_rsp_ready(rp_rsp_ready[1]),
+        .rp_rsp_data(rp_rsp_data[RSP_W +: RSP_W]),
+        .rp_reload(rp_reload[1]), .rp_present(rp_present[1]),
+        .rp_table_done(rp_table_done[1]), .rp_table_ok(rp_table_ok[1]),
+        .rp_identity(rp_identity[511:256])
     );
 
     // The reconfigurable partitions (HD.RECONFIGURABLE in the flow). A slot
     // comes out of reset after every load (RESET_AFTER_RECONFIG) and when
-    // the shell says it was reloaded.
+    // the shell says it was reloaded. Left empty (a greybox), a partition's
+    // outputs are tied to 0 (UG909), which the shell reads as no module.
     fabric_slot slot0 (
         .clk(clk), .rst(rst || rp_reload[0]),
         .req_valid(rp_req_valid[0]), .req_ready(rp_req_ready[0]),
-        .req_a(step_a), .req_b(step_b), .req_draw(step_draw),
-        .req_greedy(step_greedy), .req_inv_t(step_inv_t),
+        .req_data(rp_req_data[0 +: REQ_W]),
         .rsp_valid(rp_rsp_valid[0]), .rsp_ready(rp_rsp_ready[0]),
-        .rsp_token(rp_rsp_token[31:0]), .rsp_fault(rp_rsp_fault[0]),
-        .reload(1'b0), .table_ok(rp_table_ok[0]), .table_blank(rp_table_blank[0]),
-        .identity(rp_identity[255:0])
+        .rsp_data(rp_rsp_data[0 +: RSP_W]),
+        .present(rp_present[0]), .table_done(rp_table_done[0]),
+        .table_ok(rp_table_ok[0]), .identity(rp_identity[255:0])
     );
 
     fabric_slot slot1 (
         .clk(clk), .rst(rst || rp_reload[1]),
         .req_valid(rp_req_valid[1]), .req_ready(rp_req_ready[1]),
-        .req_a(step_a), .req_b(step_b), .req_draw(step_draw),
-        .req_greedy(step_greedy), .req_inv_t(step_inv_t),
+        .req_data(rp_req_data[REQ_W +: REQ_W]),
         .rsp_valid(rp_rsp_valid[1]), .rsp_ready(rp_rsp_ready[1]),
-        .rsp_token(rp_rsp_token[63:32]), .rsp_fault(rp_rsp_fault[1]),
-        .reload(1'b0), .table_ok(rp_table_ok[1]), .table_blank(rp_table_blank[1]),
-        .identity(rp_identity[511:256])
+        .rsp_data(rp_rsp_data[RSP_W +: RSP_W]),
+        .present(rp_present[1]), .table_done(rp_table_done[1]),
+        .table_ok(rp_table_ok[1]), .identity(rp_identity[511:256])
     );
 endmodule
 

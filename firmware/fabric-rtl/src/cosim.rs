@@ -21,6 +21,7 @@ extern "C" {
     fn fcs_irq(f: *const Fcs) -> c_int;
     fn fcs_decoupled(f: *const Fcs, slot: u32) -> c_int;
     fn fcs_pr_active(f: *mut Fcs, slot: u32, on: c_int);
+    fn fcs_greybox(f: *mut Fcs, slot: u32, on: c_int);
     fn fcs_write(f: *mut Fcs, port: u32, addr: u32, value: u32) -> u32;
     fn fcs_read(f: *mut Fcs, port: u32, addr: u32) -> u32;
     fn fcs_table_write(f: *mut Fcs, slot: u32, words: *const u32, n: usize) -> c_int;
@@ -112,7 +113,7 @@ pub enum CosimError {
     TableTooLarge { words: usize },
 }
 
-/// One Verilated fabric.
+/// One Verilated fabric. It powers on with no module in any slot.
 #[derive(Debug)]
 pub struct Cosim {
     raw: NonNull<Fcs>,
@@ -237,12 +238,22 @@ impl Cosim {
         u64::try_from(n).ok()
     }
 
-    /// Writes a table into slot `slot`'s memory, the rest zero, as a
-    /// partial bitstream's memory contents would.
-    pub fn write_table(&mut self, slot: u8, words: &[u32]) -> Result<(), CosimError> {
+    /// Empties slot `slot` (`true`: a greybox, no module; its outputs tied
+    /// to 0 as Vivado ties them) or configures a module in it again.
+    pub fn set_greybox(&mut self, slot: u8, on: bool) -> Result<(), CosimError> {
         if slot >= SLOTS {
             return Err(CosimError::NoSuchSlot { slot });
         }
+        // SAFETY: a live handle.
+        unsafe { fcs_greybox(self.raw.as_ptr(), u32::from(slot), c_int::from(on)) };
+        Ok(())
+    }
+
+    /// Writes a table into slot `slot`'s memory, the rest zero, as a
+    /// partial bitstream's memory contents would. No words: the slot holds
+    /// no module (a greybox).
+    pub fn write_table(&mut self, slot: u8, words: &[u32]) -> Result<(), CosimError> {
+        self.set_greybox(slot, words.is_empty())?;
         if words.len() > TABLE_WORDS {
             return Err(CosimError::TableTooLarge { words: words.len() });
         }

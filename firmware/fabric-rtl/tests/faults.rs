@@ -81,6 +81,10 @@ fn a_busy_context_is_refused_and_keeps_its_request() {
     let all = h.drain();
     let refused = done_of(&all, 11);
     assert_eq!(refused.status, CqeStatus::BadDescriptor);
+    assert_eq!(
+        refused.n_tokens, 1,
+        "a bad descriptor names its SQ index (section 4)"
+    );
     assert_eq!(fault_code(&h), FaultCode::ContextBusy as u32);
     let all = h.until_done(&[10], 2_000_000);
     let first = done_of(&all, 10);

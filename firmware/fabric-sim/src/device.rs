@@ -816,15 +816,23 @@ impl Fabric {
         });
     }
 
+    /// Refuses an intact descriptor with a DONE carrying its tag; a bad
+    /// descriptor's (status 2) also carries its SQ index in `n_tokens`, as
+    /// every one of status 2 does (contract section 4).
     fn done_now(&mut self, sqe: &Sqe, status: CqeStatus, code: FaultCode) {
         self.fault(code);
+        let n_tokens = if status == CqeStatus::BadDescriptor {
+            sqe.seq
+        } else {
+            0
+        };
         self.pending.push_back(Cqe {
             seq: 0,
             tag: sqe.tag,
             ctx: sqe.ctx,
             kind: CqeKind::Done,
             status,
-            n_tokens: 0,
+            n_tokens,
             crc: 0,
             fabric_us: 0,
             finish: Finish::None,

@@ -15,12 +15,14 @@
 //!
 //! Time: the RTL runs as fast as Verilator goes (about a million cycles a
 //! second here), but each slot's engine takes a step only when the
-//! co-simulation's gate lets it (`rtl/sim/fabric_cosim.v`): its lanes per
-//! `--decode-us` times the time scale of wall-clock time, so that requests
-//! take as long as the Rust model's and the tests' timing (a cancel landing
-//! mid-request, a drain that gives up) holds on both; with time scale 0 the
-//! gate stays open. The registers the RTL reports are its own, in fabric
-//! time: `fabric_us` counts its 200 MHz clock.
+//! co-simulation's gate lets it (`rtl/sim/fabric_cosim.v`): one step per
+//! `--decode-us` (times the time scale) of wall-clock time for each context
+//! the slot decodes, so that requests take as long as the Rust model's and
+//! the tests' timing (a cancel landing mid-request, a drain that gives up)
+//! holds on both; with time scale 0 the gate stays open. A step held at
+//! the gate is not the slot's time: the shell's watchdog does not count it.
+//! The registers the RTL reports are their own, in fabric time:
+//! `fabric_us` counts its 200 MHz clock.
 
 use fabric_hw::contract::*;
 use fabric_hw::dma::DmaBuf;
@@ -99,11 +101,13 @@ impl Memory for DeviceMemory<'_> {
 /// The Verilated fabric and the mirror of its registers.
 pub(crate) struct RtlDevice {
     cosim: Cosim,
-    /// Steps a slot may take a wall-clock second (its lanes over the
-    /// simulator's `--decode-us` times its time scale), so that its
-    /// requests take as long as the Rust model's; `None`: as fast as
+    /// Steps each decoding context of a slot may take a wall-clock second
+    /// (one over the simulator's `--decode-us` times its time scale), so
+    /// that requests take as long as the Rust model's; `None`: as fast as
     /// Verilator goes.
     steps_per_sec: Option<f64>,
+    /// Lanes a slot decodes at once.
+    lanes: u8,
     /// Steps earned by each slot and not yet granted.
     earned: Vec<f64>,
     last: std::time::Instant,
@@ -188,7 +192,7 @@ impl RtlDevice {
             device.extend((0..8).map(|i| r.hash_word(i).offset()));
         }
         let decode = config.decode().as_secs_f64();
-        let steps_per_sec = (decode > 0.0).then(|| f64::from(config.lanes) / decode);
+        let steps_per_sec = (decode > 0.0).then(|| 1.0 / decode);
         let mut cosim = Cosim::new(16);
         if steps_per_sec.is_some() {
             for s in 0..slots {
@@ -198,6 +202,7 @@ impl RtlDevice {
         RtlDevice {
             cosim,
             steps_per_sec,
+            lanes: config.lanes,
             earned: vec![0.0; slots],
             last: std::time::Instant::now(),
             slots,
@@ -206,24 +211,30 @@ impl RtlDevice {
         }
     }
 
-    /// Grants each slot the steps the time since the last tick earned it.
-    /// Steps not taken do not pile up: a slot holds at most `BURST` (an
-    /// idle slot would otherwise start its next request with a run of
-    /// instant tokens, and a cancel would land late).
-    fn pace(&mut self) {
-        const BURST: u64 = 2 * LANES as u64;
+    /// Grants each slot the steps the time since the last tick earned it:
+    /// a step per decode time for each context it decodes (its active
+    /// contexts, at most its lanes), as the Rust model makes a token per
+    /// decode time for each running request. A lone request therefore
+    /// takes the model's time, not a quarter of it. Steps not taken do not
+    /// pile up: a slot holds at most one a decoding context (an idle slot
+    /// would otherwise start its next request with a run of instant
+    /// tokens, and a cancel would land late).
+    fn pace(&mut self, regs: &Mmio) {
         let now = std::time::Instant::now();
         let elapsed = now.duration_since(self.last).as_secs_f64();
         self.last = now;
-        let Some(rate) = self.steps_per_sec else {
+        let Some(per_context) = self.steps_per_sec else {
             return;
         };
         for s in 0..self.slots {
-            let e = (self.earned[s] + elapsed * rate).min(BURST as f64);
+            let active = SlotRegs::of(s).active.get(regs);
+            let decoding = u64::from(active.min(u32::from(self.lanes)));
+            let e = (self.earned[s] + elapsed * per_context * decoding as f64)
+                .min(decoding.max(1) as f64);
             let whole = e.floor();
             self.earned[s] = e - whole;
-            let room = BURST.saturating_sub(self.cosim.credits(s as u8).unwrap_or(BURST));
-            let n = (whole as u64).min(room);
+            let held = self.cosim.credits(s as u8).unwrap_or(decoding);
+            let n = (whole as u64).min(decoding.saturating_sub(held));
             if n > 0 {
                 self.cosim.grant(s as u8, Some(n));
             }
@@ -244,7 +255,7 @@ impl RtlDevice {
     /// registers; returns whether the fabric has work in hand.
     pub fn tick(&mut self, mem: &mut DeviceMemory<'_>, regs: &Mmio) -> bool {
         self.mirror_in(mem, regs);
-        self.pace();
+        self.pace(regs);
         self.cosim.run(mem, TICK_CYCLES);
         self.mirror_out(mem, regs)
     }

@@ -74,18 +74,21 @@ proc fabric::verilog_in {dir} {
 
 # The sources by partition: the static design (the board top and the
 # shell, decouplers included) and the reconfigurable module (the slot and
-# its engine); rtl/sim and rtl/formal are the simulators' and the provers'.
+# its engine), each with rtl/common (the register slice both sides of a
+# partition boundary use); rtl/sim and rtl/formal are the simulators' and
+# the provers'.
 proc fabric::sources {rtl} {
     variable top_module
     set top [file join $rtl top $top_module.v]
     if {![file exists $top]} {
         error "flow: the board top $top is missing (module $top_module: the PS block design, the shell, cells slot0 and slot1)"
     }
-    set static [concat [verilog_in [file join $rtl top]] [verilog_in [file join $rtl shell]]]
-    set rm [concat [verilog_in [file join $rtl slot]] [verilog_in [file join $rtl engine]]]
+    set common [verilog_in [file join $rtl common]]
+    set static [concat [verilog_in [file join $rtl top]] $common [verilog_in [file join $rtl shell]]]
+    set rm [concat $common [verilog_in [file join $rtl slot]] [verilog_in [file join $rtl engine]]]
     if {[llength $rm] == 0} { error "flow: no Verilog in $rtl/slot and $rtl/engine" }
     set incdirs {}
-    foreach d {top shell slot engine} {
+    foreach d {top common shell slot engine} {
         if {[file isdirectory [file join $rtl $d]]} { lappend incdirs [file join $rtl $d] }
     }
     return [dict create static $static rm $rm incdirs $incdirs]

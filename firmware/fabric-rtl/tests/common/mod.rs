@@ -126,6 +126,12 @@ impl Rig {
         self.w.run(cycles)
     }
 
+    /// Paces slot `slot` through the co-simulation's gate: `Some(n)` lets
+    /// it take `n` more steps, `None` lifts the limit.
+    pub fn gate(&self, slot: u8, steps: Option<u64>) {
+        self.w.lock().fabric.grant(slot, steps);
+    }
+
     pub fn decouple(&self, slot: u8, on: bool) {
         let mut b = self.w.lock();
         let fabric_rtl::window::Board { fabric, memory } = &mut *b;
