@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::devtree::{self, DtError, Topology};
 use crate::dma::{self, DmaBuf, DmaError};
 use crate::shell::{Counters, RingConfig, Rings, Shell, ShellError, ShellInfo, SlotStatus};
+use crate::tables::{TableError, Tables};
 use crate::uio::{UioError, UioIrq};
 use crate::Root;
 
@@ -34,6 +35,8 @@ pub enum AttachError {
     Dma(#[from] DmaError),
     #[error(transparent)]
     Uio(#[from] UioError),
+    #[error(transparent)]
+    Tables(#[from] TableError),
     #[error("looking for the fabric under {root}")]
     NoRoot {
         root: PathBuf,
@@ -43,13 +46,15 @@ pub enum AttachError {
 
 /// An attached fabric, ready to drive: one task owns the rings and the
 /// interrupt; the shell is shared for what only reads registers or writes
-/// host-owned control words (slot quiesce, cancels).
+/// host-owned control words (slot quiesce, cancels); the slots' table
+/// regions are whoever loads models' (a mapping of the buffer of their own).
 #[derive(Debug)]
 pub struct Attached {
     pub topology: Topology,
     pub shell: Arc<Shell>,
     pub rings: Rings,
     pub irq: UioIrq,
+    pub tables: Tables,
 }
 
 /// What `probe` reports, without disturbing a running daemon.
@@ -134,6 +139,12 @@ pub fn attach(root: &Root, rings: RingConfig) -> Result<Attached, AttachError> {
     let dma = open_dma(root, &topology, &shell)?;
     let irq = shell.device().irq_within(IRQ_APPEARS_WITHIN)?;
     let rings = Rings::init(&shell, dma, rings)?;
+    // The slots' tables take the buffer after the rings and arenas.
+    let tables = Tables::new(
+        open_dma(root, &topology, &shell)?,
+        rings.layout().end,
+        shell.info().slots,
+    )?;
     // The kernel leaves the interrupt masked if the previous driver died
     // between an interrupt and its unmask.
     irq.unmask()?;
@@ -151,5 +162,6 @@ pub fn attach(root: &Root, rings: RingConfig) -> Result<Attached, AttachError> {
         shell,
         rings,
         irq,
+        tables,
     })
 }

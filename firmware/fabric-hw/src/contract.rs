@@ -19,9 +19,9 @@ use crate::mmio::RegisterWindow;
 /// `MAGIC` of a fabricd shell: "FABR".
 pub const MAGIC: u32 = 0x4641_4252;
 /// The major version this crate speaks.
-pub const VERSION_MAJOR: u16 = 1;
+pub const VERSION_MAJOR: u16 = 2;
 /// The minor version this crate implements (newer minors are accepted).
-pub const VERSION_MINOR: u16 = 1;
+pub const VERSION_MINOR: u16 = 0;
 /// Bytes of register window the contract needs (through the last `CTX_CANCEL`).
 pub const WINDOW_LEN: usize = 0x800;
 /// Most PR slots a shell can have.
@@ -45,20 +45,67 @@ pub const SHUTDOWN_DONE: u32 = 0x0F;
 /// `SLOT_SHUTDOWN` while a quiesced slot still has a step outstanding:
 /// requested, the write channel shut down, the read channel not yet.
 pub const SHUTDOWN_DRAINING: u32 = 0x05;
-/// `SLOT_STATE.ERROR` codes (contract 1.1, section 7).
+/// `SLOT_STATE.ERROR` codes (contract 2.0, section 7). What the shell
+/// cannot see (an image not found, programming that failed) the kernel
+/// reports: codes 1 and 3 of contract 1.1 are gone.
 pub mod slot_error {
-    /// The region's image could not be found.
-    pub const NO_IMAGE: u8 = 1;
-    /// The image was not one the slot can run (no model table in it).
-    pub const BAD_IMAGE: u8 = 2;
-    /// Programming failed.
-    pub const PROGRAMMING: u8 = 3;
-    /// The slot was reprogrammed with a step outstanding, or answered a
-    /// step nobody asked for (reprogrammed while coupled): what it holds
-    /// cannot be trusted until it is loaded again.
+    /// The committed table is not one the slot's engine runs: its magic,
+    /// its engine, or its size against the region it was given.
+    pub const BAD_TABLE: u8 = 2;
+    /// The slot was reprogrammed with a step or a table read outstanding,
+    /// or answered a step nobody asked for (reprogrammed while coupled):
+    /// what it holds cannot be trusted until it is loaded again.
     pub const TORN: u8 = 4;
     /// A step was never answered.
     pub const HUNG: u8 = 5;
+    /// A read of the table failed: answered with a bus error (DECERR or
+    /// SLVERR), or it would have passed the end of the table's region.
+    pub const TABLE_READ: u8 = 6;
+}
+
+/// An engine, as a slot's module reports it in `SLOT_ENGINE` and a model
+/// names the engine it runs on (contract section 9): a kind and the
+/// version of the table format it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct EngineId {
+    pub kind: u16,
+    pub version: u16,
+}
+
+impl EngineId {
+    /// The word-trigram engine with back-off that reads its table from DDR
+    /// (table format FTB2).
+    pub const TRIGRAM_V2: EngineId = EngineId {
+        kind: 1,
+        version: 2,
+    };
+
+    /// Decodes `SLOT_ENGINE`; `None` for 0: no module in the slot.
+    pub fn decode(value: u32) -> Option<EngineId> {
+        (value != 0).then_some(EngineId {
+            kind: value as u16,
+            version: (value >> 16) as u16,
+        })
+    }
+
+    /// `SLOT_ENGINE` as the module drives it.
+    pub fn encode(self) -> u32 {
+        u32::from(self.kind) | (u32::from(self.version) << 16)
+    }
+
+    /// The kind's name (`trigram`), or its number.
+    pub fn kind_name(self) -> String {
+        match self.kind {
+            1 => "trigram".into(),
+            k => format!("kind-{k}"),
+        }
+    }
+}
+
+impl std::fmt::Display for EngineId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} v{}", self.kind_name(), self.version)
+    }
 }
 /// `stop_token` meaning "no stop token".
 pub const NO_STOP_TOKEN: u32 = u32::MAX;
@@ -83,7 +130,6 @@ register_bitfields![u32,
     ],
     pub STATUS [
         RUNNING OFFSET(0) NUMBITS(1) [],
-        DARK OFFSET(1) NUMBITS(1) [],
         FAULT OFFSET(2) NUMBITS(1) []
     ],
     pub SLOT_STATE [
@@ -91,7 +137,8 @@ register_bitfields![u32,
             Empty = 0,
             Loading = 1,
             Ready = 2,
-            Error = 3
+            Error = 3,
+            NoModel = 4
         ],
         ERROR OFFSET(8) NUMBITS(8) []
     ],
@@ -213,50 +260,77 @@ pub const REG_CNT_ERRORS: DevU32 = Reg::at(0x074, "CNT_ERRORS");
 
 const SLOT_BASE: usize = 0x100;
 const SLOT_STRIDE: usize = 0x40;
+const TABLE_BASE: usize = 0x300;
+const TABLE_STRIDE: usize = 0x10;
 const CANCEL_BASE: usize = 0x400;
 
 /// The registers of PR slot `s`.
 #[derive(Debug, Clone, Copy)]
 pub struct SlotRegs {
     pub state: Reg<SLOT_STATE::Register, Device>,
+    /// The engine the slot's module reports (`EngineId`); 0: no module.
+    pub engine: DevU32,
     pub ctrl: Reg<SLOT_CTRL::Register, Host>,
     pub shutdown: DevU32,
     pub active: DevU32,
     pub loads: DevU32,
-    hash_base: usize,
+    /// The CRC-32 the engine computed over the committed table as it read
+    /// it in.
+    pub table_crc: DevU32,
+    /// The last `TABLE_COMMIT` the slot has acted on.
+    pub committed: DevU32,
+    /// Where the slot's table lies in DDR (physical), and how many words
+    /// its region holds (section 7, "Committing a table").
+    pub table_base_lo: HostU32,
+    pub table_base_hi: HostU32,
+    pub table_words: HostU32,
+    /// Written with a value other than `committed`: read the table in.
+    pub table_commit: HostU32,
+    identity_base: usize,
 }
 
 impl SlotRegs {
-    /// The register block of slot `slot` (`slot < MAX_SLOTS`).
+    /// The register blocks of slot `slot` (`slot < MAX_SLOTS`).
     pub fn of(slot: usize) -> SlotRegs {
         assert!(
             slot < MAX_SLOTS,
             "slot {slot} beyond the contract's {MAX_SLOTS}"
         );
         let base = SLOT_BASE + SLOT_STRIDE * slot;
+        let table = TABLE_BASE + TABLE_STRIDE * slot;
         SlotRegs {
             state: Reg::at(base, "SLOT_STATE"),
+            engine: Reg::at(base + 0x04, "SLOT_ENGINE"),
             ctrl: Reg::at(base + 0x08, "SLOT_CTRL"),
             shutdown: Reg::at(base + 0x0C, "SLOT_SHUTDOWN"),
             active: Reg::at(base + 0x10, "SLOT_ACTIVE"),
             loads: Reg::at(base + 0x14, "SLOT_LOADS"),
-            hash_base: base + 0x20,
+            table_crc: Reg::at(base + 0x18, "SLOT_TABLE_CRC"),
+            committed: Reg::at(base + 0x1C, "SLOT_COMMITTED"),
+            identity_base: base + 0x20,
+            table_base_lo: Reg::at(table, "TABLE_BASE_LO"),
+            table_base_hi: Reg::at(table + 0x04, "TABLE_BASE_HI"),
+            table_words: Reg::at(table + 0x08, "TABLE_WORDS"),
+            table_commit: Reg::at(table + 0x0C, "TABLE_COMMIT"),
         }
     }
 
-    /// Word `i` (0..8) of `SLOT_HASH`, big-endian words of the SHA-256.
-    pub fn hash_word(&self, i: usize) -> DevU32 {
+    /// Word `i` (0..8) of `SLOT_IDENTITY`, big-endian words of the
+    /// identity the committed table declares.
+    pub fn identity_word(&self, i: usize) -> DevU32 {
         assert!(i < 8);
-        Reg::at(self.hash_base + 4 * i, "SLOT_HASH")
+        Reg::at(self.identity_base + 4 * i, "SLOT_IDENTITY")
     }
 
-    /// The 32-byte SHA-256 the shell reports for the slot.
-    pub fn read_hash(&self, window: &dyn RegisterWindow) -> [u8; 32] {
-        let mut hash = [0u8; 32];
-        for (i, chunk) in hash.chunks_exact_mut(4).enumerate() {
-            chunk.copy_from_slice(&self.hash_word(i).get(window).to_be_bytes());
+    /// The 32-byte identity the slot's table declares (its words 8..16):
+    /// declared, not computed; the CRC in `table_crc` is what the engine
+    /// computed.
+    pub fn read_identity(&self, window: &dyn RegisterWindow) -> [u8; 32] {
+        let mut id = [0u8; 32];
+        for (i, chunk) in id.chunks_exact_mut(4).enumerate() {
+            chunk.copy_from_slice(&self.identity_word(i).get(window).to_be_bytes());
         }
-        hash
+        id
     }
 }
 
@@ -273,11 +347,17 @@ pub fn reg_ctx_cancel(ctx: usize) -> HostU32 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SlotState {
+    /// No module: a greybox.
     #[default]
     Empty,
+    /// A load under way: decoupled for a partial reconfiguration (or a
+    /// region its overlay left decoupled), or a committed table being read
+    /// in.
     Loading,
     Ready,
     Error(u8),
+    /// An engine with no model: no table committed since it was loaded.
+    NoModel,
     /// A state value this version of the contract does not define.
     Unknown(u8),
 }
@@ -292,6 +372,7 @@ impl SlotState {
             Some(SLOT_STATE::STATE::Value::Error) => {
                 SlotState::Error(value.read(SLOT_STATE::ERROR) as u8)
             }
+            Some(SLOT_STATE::STATE::Value::NoModel) => SlotState::NoModel,
             None => SlotState::Unknown(value.read(SLOT_STATE::STATE) as u8),
         }
     }
@@ -303,6 +384,7 @@ impl SlotState {
             SlotState::Loading => 1,
             SlotState::Ready => 2,
             SlotState::Error(code) => 3 | (u32::from(code) << 8),
+            SlotState::NoModel => 4,
             SlotState::Unknown(v) => u32::from(v & 0xF),
         }
     }
@@ -314,6 +396,7 @@ impl SlotState {
             SlotState::Loading => "loading",
             SlotState::Ready => "ready",
             SlotState::Error(_) => "error",
+            SlotState::NoModel => "no_model",
             SlotState::Unknown(_) => "unknown",
         }
     }
@@ -330,6 +413,11 @@ pub enum FaultCode {
     SlotNotReady = 4,
     RingMisprogrammed = 5,
     DecoderFault = 6,
+    /// A `TABLE_COMMIT` the slot could not act on: not quiesced with
+    /// nothing outstanding, or no module to read the table.
+    CommitRefused = 7,
+    /// A read of a slot's table failed (bus error, or past its region).
+    TableRead = 8,
 }
 
 impl FaultCode {
@@ -343,6 +431,8 @@ impl FaultCode {
             4 => FaultCode::SlotNotReady,
             5 => FaultCode::RingMisprogrammed,
             6 => FaultCode::DecoderFault,
+            7 => FaultCode::CommitRefused,
+            8 => FaultCode::TableRead,
             _ => return None,
         })
     }
@@ -786,15 +876,28 @@ mod tests {
         assert_eq!(slot.state.offset(), 0x140);
         assert_eq!(reg_ctx_cancel(5).offset(), 0x414);
         for (i, word) in [0x0102_0304u32, 0x0506_0708].iter().enumerate() {
-            slot.hash_word(i).device_write(&w, *word);
+            slot.identity_word(i).device_write(&w, *word);
         }
-        assert_eq!(&slot.read_hash(&w)[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&slot.read_identity(&w)[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(slot.engine.offset(), 0x144);
+        assert_eq!(slot.table_commit.offset(), 0x31C);
+        slot.engine
+            .device_write(&w, EngineId::TRIGRAM_V2.encode());
+        assert_eq!(
+            EngineId::decode(slot.engine.get(&w)),
+            Some(EngineId::TRIGRAM_V2)
+        );
+        assert_eq!(EngineId::decode(0), None, "no module");
+        slot.state.device_write(&w, SlotState::NoModel.encode());
+        assert_eq!(SlotState::decode(slot.state.read(&w)), SlotState::NoModel);
     }
 
     #[test]
     fn the_last_register_fits_the_window() {
         let last = reg_ctx_cancel(MAX_SLOTS * MAX_CONTEXTS - 1);
         assert!(last.offset() + 4 <= WINDOW_LEN);
-        assert!(SlotRegs::of(MAX_SLOTS - 1).hash_word(7).offset() < 0x400);
+        let slot = SlotRegs::of(MAX_SLOTS - 1);
+        assert!(slot.identity_word(7).offset() < TABLE_BASE);
+        assert!(slot.table_commit.offset() < CANCEL_BASE);
     }
 }

@@ -23,6 +23,8 @@
 //! - [`fpga`]: the FPGA manager and configfs device-tree overlays.
 //! - [`shell`]: the driver of the static shell: attach, slots, counters.
 //! - [`rings`]: the rings in the DDR buffer: the doorbell, completions.
+//! - [`tables`]: the slots' model tables in the DDR buffer, and the commit
+//!   that has a slot's engine read one in.
 //! - [`sampling`]: the integer arithmetic every decoder samples with.
 //! - [`attach`](mod@attach): the one assembly of these parts that every driver of the
 //!   fabric uses (the daemon, `fabricd generate`, the simulator's tests).
@@ -49,6 +51,7 @@ pub mod root;
 pub mod sampling;
 pub mod shell;
 pub mod sysfs;
+pub mod tables;
 pub mod uio;
 
 pub use attach::{attach, AttachError, Attached};

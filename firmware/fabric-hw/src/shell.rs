@@ -146,8 +146,15 @@ impl ShellInfo {
 pub struct SlotStatus {
     pub index: u8,
     pub state: SlotState,
-    /// SHA-256 of the image in the slot, hex; all zeros when empty.
-    pub hash: String,
+    /// The engine its module reports; none for an empty slot.
+    pub engine: Option<EngineId>,
+    /// The identity its table declares (SHA-256, hex); all zeros with no
+    /// table.
+    pub identity: String,
+    /// The CRC-32 the engine computed over the table as it read it in.
+    pub table_crc: u32,
+    /// The last table commit the slot acted on.
+    pub committed: u32,
     pub loads: u32,
     pub active: u32,
     pub quiesced: bool,
@@ -284,19 +291,16 @@ impl Shell {
         &*self.regs
     }
 
-    /// Whether the fabric is dark (a full reconfiguration is running).
-    pub fn is_dark(&self) -> bool {
-        REG_STATUS.read(self.regs()).is_set(STATUS::DARK)
-    }
-
     /// Whether the rings run (STATUS.RUNNING): set from a driver's
     /// initialisation until its [`Rings::stop`].
     pub fn rings_running(&self) -> bool {
         REG_STATUS.read(self.regs()).is_set(STATUS::RUNNING)
     }
 
-    /// Whether MAGIC still reads right: false while the fabric is dark or
-    /// after it was reconfigured with something else.
+    /// Whether MAGIC still reads right: false while a full reconfiguration
+    /// darkens the fabric (the kernel knows when one runs; the shell, being
+    /// reprogrammed, cannot say) or after it was reconfigured with something
+    /// else.
     pub fn magic_ok(&self) -> bool {
         REG_MAGIC.get(self.regs()) == MAGIC
     }
@@ -304,11 +308,14 @@ impl Shell {
     /// Slot `index`, decoded.
     pub fn slot(&self, index: u8) -> SlotStatus {
         let regs = SlotRegs::of(usize::from(index));
-        let hash = regs.read_hash(self.regs());
+        let identity = regs.read_identity(self.regs());
         SlotStatus {
             index,
             state: SlotState::decode(regs.state.read(self.regs())),
-            hash: hex(&hash),
+            engine: EngineId::decode(regs.engine.get(self.regs())),
+            identity: hex(&identity),
+            table_crc: regs.table_crc.get(self.regs()),
+            committed: regs.committed.get(self.regs()),
             loads: regs.loads.get(self.regs()),
             active: regs.active.get(self.regs()),
             quiesced: regs.shutdown.get(self.regs()) == SHUTDOWN_DONE,

@@ -1,19 +1,29 @@
-//! A model as a Xilinx bitstream.
+//! An engine as a Xilinx bitstream (contract 2.0: a partial bitstream
+//! carries an engine; its model is a table the daemon commits from DDR).
 //!
 //! The configuration data is shaped as Vivado writes it
 //! ([`stream::write_stream`]): the preamble and sync word, the IDCODE of
-//! the part the image is for, and the model as the frame data of one FDRI
-//! write (`FBRMODL1`, a little-endian u32 length, the model's stored form,
-//! padding to a whole word); a full image also issues START, as a full
-//! configuration's startup sequence does. The simulated fabric reads the
-//! stream of the image it is given (natural or byte-swapped), checks its
-//! IDCODE as the device would, and decodes the frames.
+//! the part the image is for, and the engine as the frame data of one FDRI
+//! write (`FBRENGN1`, a little-endian u32 length, the engine's id as
+//! `SLOT_ENGINE` reads it, zeros to [`ENGINE_IMAGE_BYTES`]); a full image
+//! also issues START, as a full configuration's startup sequence does. The
+//! simulated fabric reads the stream of the image it is given (natural or
+//! byte-swapped), checks its IDCODE as the device would, and decodes the
+//! frames.
+//!
+//! A partial bitstream is as large as its partition's configuration frames,
+//! whatever the module in it (UG909, "Defining Reconfigurable Partition
+//! Boundaries": "The size of a partial bit file depends on the number and
+//! type of frames included"), so an engine image is padded to the size of
+//! one: a PYNQ-Z2 (XC7Z020) partition's was reported at 668 kB
+//! (discuss.pynq.io, "Accelerating the partial reconfiguration process").
 
 use fabric_hw::bitstream::{self, idcode, stream, BitHeader, BitstreamError};
+use fabric_hw::contract::EngineId;
 
-use crate::ngram::{Model, ModelError};
-
-const PAYLOAD_MAGIC: &[u8; 8] = b"FBRMODL1";
+const PAYLOAD_MAGIC: &[u8; 8] = b"FBRENGN1";
+/// Bytes of frame data an engine image carries.
+pub const ENGINE_IMAGE_BYTES: usize = 1 << 20;
 /// The Vivado version our images claim, in the design field.
 pub const TOOL_VERSION: &str = "2024.2";
 
@@ -28,12 +38,10 @@ pub enum ImageError {
     UnknownPart(String),
     #[error("the configuration stream writes no frame data")]
     NoFrames,
-    #[error("the frame data does not hold a fabricd model")]
-    NotAModel,
-    #[error("the model payload claims {declared} bytes, the image has {available}")]
+    #[error("the frame data does not hold a fabricd engine")]
+    NotAnEngine,
+    #[error("the engine payload claims {declared} bytes, the image has {available}")]
     Truncated { declared: usize, available: usize },
-    #[error(transparent)]
-    Model(#[from] ModelError),
 }
 
 /// What goes into an image's header.
@@ -56,12 +64,14 @@ pub fn design_field(spec: &ImageSpec<'_>) -> String {
     )
 }
 
-/// Builds the `.bit` of a model for `spec.part`.
-pub fn build_bit(model: &Model, spec: &ImageSpec<'_>) -> Result<Vec<u8>, ImageError> {
-    build_bit_from_payload(&model.to_bytes(), spec)
+/// Builds the `.bit` of an engine for `spec.part`.
+pub fn build_bit(engine: EngineId, spec: &ImageSpec<'_>) -> Result<Vec<u8>, ImageError> {
+    let mut payload = vec![0u8; ENGINE_IMAGE_BYTES];
+    payload[..4].copy_from_slice(&engine.encode().to_le_bytes());
+    build_bit_from_payload(&payload, spec)
 }
 
-/// Builds a `.bit` around a model's stored form (what [`payload`] reads
+/// Builds a `.bit` around an engine's stored form (what [`payload`] reads
 /// back): how an image is rebuilt for another part.
 pub fn build_bit_from_payload(payload: &[u8], spec: &ImageSpec<'_>) -> Result<Vec<u8>, ImageError> {
     let device =
@@ -86,10 +96,11 @@ pub struct LoadedImage {
     pub header: Option<BitHeader>,
     /// What its configuration stream says: the IDCODE above all.
     pub stream: stream::ConfigStream,
-    pub model: Model,
+    /// The engine the module reports in `SLOT_ENGINE`.
+    pub engine: EngineId,
 }
 
-/// The model's stored form in an image's frame data, and what the stream
+/// The engine's stored form in an image's frame data, and what the stream
 /// says.
 pub fn payload(bytes: &[u8]) -> Result<(stream::ConfigStream, Vec<u8>), ImageError> {
     let config = stream::parse(bytes)?;
@@ -101,8 +112,8 @@ pub fn payload(bytes: &[u8]) -> Result<(stream::ConfigStream, Vec<u8>), ImageErr
         .ok_or(ImageError::NoFrames)?;
     let body = frames
         .strip_prefix(PAYLOAD_MAGIC.as_slice())
-        .ok_or(ImageError::NotAModel)?;
-    let (len, rest) = body.split_at_checked(4).ok_or(ImageError::NotAModel)?;
+        .ok_or(ImageError::NotAnEngine)?;
+    let (len, rest) = body.split_at_checked(4).ok_or(ImageError::NotAnEngine)?;
     let declared = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
     let stored = rest.get(..declared).ok_or(ImageError::Truncated {
         declared,
@@ -111,34 +122,28 @@ pub fn payload(bytes: &[u8]) -> Result<(stream::ConfigStream, Vec<u8>), ImageErr
     Ok((config, stored.to_vec()))
 }
 
-/// Decodes a `.bit` or `.bin` image into its model.
+/// Decodes a `.bit` or `.bin` image into its engine.
 pub fn load(bytes: &[u8]) -> Result<LoadedImage, ImageError> {
     let info = bitstream::inspect(bytes)?;
     let (stream, stored) = payload(bytes)?;
+    let id = stored
+        .get(..4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .ok_or(ImageError::NotAnEngine)?;
     Ok(LoadedImage {
         header: info.header,
         stream,
-        model: Model::from_bytes(&stored)?,
+        engine: EngineId::decode(id).ok_or(ImageError::NotAnEngine)?,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ngram::Pruning;
-
-    fn model() -> Model {
-        Model::train(
-            "t",
-            400,
-            &[vec![300, 301, 302], vec![300, 301, 303]],
-            Pruning::default(),
-        )
-    }
 
     fn spec() -> ImageSpec<'static> {
         ImageSpec {
-            design: "fabricd_rm_t",
+            design: "fabricd_rm_trigram_v2",
             part: "xck26-sfvc784-2LV-c",
             interface_id: 0x5EED_0001,
             partial: true,
@@ -148,17 +153,14 @@ mod tests {
     }
 
     #[test]
-    fn a_model_survives_bit_and_bin() {
-        let m = model();
-        let bit = build_bit(&m, &spec()).expect("build");
+    fn an_engine_survives_bit_and_bin() {
+        let bit = build_bit(EngineId::TRIGRAM_V2, &spec()).expect("build");
         let loaded = load(&bit).expect("bit");
         let header = loaded.header.expect("header");
         assert!(header.is_partial());
         assert_eq!(header.user_id(), Some(0x5EED_0001));
-        assert_eq!(
-            loaded.model.generate(&[300], 3, 0.0, 1, 256),
-            m.generate(&[300], 3, 0.0, 1, 256)
-        );
+        assert_eq!(loaded.engine, EngineId::TRIGRAM_V2);
+        assert!(bit.len() > ENGINE_IMAGE_BYTES, "as large as a partition's frames");
         let bin = bitstream::to_bin(&bit).expect("bin");
         let loaded = load(&bin).expect("bin loads");
         assert!(loaded.header.is_none());
@@ -173,7 +175,7 @@ mod tests {
             partial: false,
             ..spec()
         };
-        let loaded = load(&build_bit(&model(), &spec).expect("build")).expect("load");
+        let loaded = load(&build_bit(EngineId::TRIGRAM_V2, &spec).expect("build")).expect("load");
         assert_eq!(loaded.stream.idcode, 0x0372_7093);
         assert!(loaded.stream.starts_up);
         let unknown = ImageSpec {
@@ -181,14 +183,14 @@ mod tests {
             ..spec
         };
         assert!(matches!(
-            build_bit(&model(), &unknown),
+            build_bit(EngineId::TRIGRAM_V2, &unknown),
             Err(ImageError::UnknownPart(_))
         ));
     }
 
     #[test]
     fn a_truncated_image_is_refused() {
-        let bit = build_bit(&model(), &spec()).expect("build");
+        let bit = build_bit(EngineId::TRIGRAM_V2, &spec()).expect("build");
         let bin = bitstream::to_bin(&bit).expect("bin");
         // Past the DESYNC and its NOOPs, into the frames.
         let cut = &bin[..bin.len() - 28];

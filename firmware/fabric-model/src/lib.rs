@@ -10,8 +10,9 @@
 //!   loads the tokenizer file named in the manifest: on a board the fabric
 //!   takes token ids, and the vocabulary travels beside the bitstream.
 //! - [`ngram`]: counting, pruning and sampling.
-//! - [`table`]: the model as the fabric's engine reads it, word by word.
-//! - [`image`]: the model as the configuration data of a Xilinx `.bit`, so
+//! - [`table`]: the model as the fabric's engine reads it from DDR, word by
+//!   word: what a catalog ships as a model (format FTB2).
+//! - [`image`]: an engine as the configuration data of a Xilinx `.bit`, so
 //!   the simulated fabric loads exactly what the daemon stages, through the
 //!   same header checks and byte-swapping as a real partial bitstream.
 

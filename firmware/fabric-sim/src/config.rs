@@ -61,14 +61,19 @@ pub struct SimConfig {
     /// divided by this (before scaling).
     #[arg(long, default_value_t = 400_000)]
     pub pr_bytes_per_sec: u64,
+    /// How fast a slot's engine reads a committed table in: its HP port's
+    /// bytes a second (64 bits at 100 MHz), before scaling.
+    #[arg(long, default_value_t = 800_000_000)]
+    pub table_bytes_per_sec: u64,
     /// The FPGA part the board carries.
     #[arg(long, default_value = "xck26-sfvc784-2LV-c")]
     pub part: String,
     /// The static shell's interface id (partial images must match it).
     #[arg(long, default_value = "0x5EED0001", value_parser = parse_u32)]
     pub interface_id: u32,
-    /// Size of the u-dma-buf buffer in bytes.
-    #[arg(long, default_value_t = 4 << 20)]
+    /// Size of the u-dma-buf buffer in bytes: the rings and arenas, then a
+    /// region for each slot's table.
+    #[arg(long, default_value_t = 16 << 20)]
     pub dma_size: u64,
     /// Make the DMA buffer coherent (no cache maintenance needed).
     #[arg(long)]
@@ -115,7 +120,7 @@ pub struct SimConfig {
     #[arg(long)]
     pub rtl: bool,
     /// Report this shell version (MAJOR.MINOR), for testing refusals.
-    #[arg(long, default_value = "1.1", hide = true)]
+    #[arg(long, default_value = "2.0", hide = true)]
     pub shell_version: String,
     /// Report this MAGIC, for testing refusals.
     #[arg(long, default_value = "0x46414252", value_parser = parse_u32, hide = true)]

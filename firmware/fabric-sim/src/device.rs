@@ -23,30 +23,52 @@ use fabric_hw::contract::*;
 use fabric_hw::dma::{decode_sync_command, DmaBuf, SyncDirection};
 use fabric_hw::mmio::{Mmio, RegisterWindow};
 use fabric_hw::shell::Counters;
-use fabric_model::ngram::Generator;
-use fabric_model::table::Table;
-use fabric_model::Model;
+use fabric_hw::sampling::{Sampling, SplitMix64};
+use fabric_model::table::{Table, TableError, HEADER_WORDS};
 
 use crate::config::SimConfig;
 
-/// A model programmed into a slot.
+/// An engine programmed into a slot: what a partial image carries
+/// (contract 2.0). Its model comes later, as a table committed from DDR.
 #[derive(Debug, Clone)]
 pub struct Loaded {
-    pub model: Arc<Model>,
-    /// The model as the fabric's engine reads it.
-    pub table: Arc<Table>,
-    /// What the slot reports in SLOT_HASH: its table's identity (contract
-    /// 1.1, section 7: logic in the fabric never sees the configuration
-    /// stream, so a module reports what it holds, not how it came).
-    pub hash: [u8; 32],
+    /// What the module reports in SLOT_ENGINE.
+    pub engine: EngineId,
     /// The overlay that programmed it, if any.
     pub overlay: Option<String>,
+}
+
+/// A table a slot's engine read in (section 7, "Committing a table").
+#[derive(Debug, Clone)]
+struct SlotTable {
+    table: Arc<Table>,
+    /// The CRC-32 the engine computed reading it (SLOT_TABLE_CRC).
+    crc: u32,
+    /// What the table declares in its words 8..16 (SLOT_IDENTITY): declared,
+    /// not computed.
+    identity: [u8; 32],
+}
+
+/// A commit being read in: what it comes to, and when.
+#[derive(Debug)]
+struct PendingCommit {
+    value: u32,
+    until: Instant,
+    /// The table, or the slot error reading it came to.
+    result: Result<SlotTable, u8>,
 }
 
 #[derive(Debug, Default)]
 struct Slot {
     state: SlotState,
     loaded: Option<Loaded>,
+    /// The table its engine holds.
+    table: Option<SlotTable>,
+    /// The last TABLE_COMMIT it acted on (SLOT_COMMITTED).
+    committed: u32,
+    /// A commit being read in.
+    commit: Option<PendingCommit>,
+    /// Tables committed and read in since power-on (SLOT_LOADS).
     loads: u32,
     quiesce: bool,
     /// Contexts holding a request.
@@ -79,8 +101,13 @@ struct Ctx {
     /// When its next token is due (meaningful while running).
     next_due: Instant,
     prompt_len: u32,
-    generator: Generator,
-    model: Arc<Model>,
+    /// The slot's table, as the request found it.
+    table: Arc<Table>,
+    /// The context: the last two tokens, the random stream, the sampling.
+    a: u32,
+    b: u32,
+    rng: SplitMix64,
+    sampling: Sampling,
     produced: u32,
     max_tokens: u32,
     stop_token: u32,
@@ -233,7 +260,7 @@ pub struct Fabric {
     pub stats: SimStats,
     /// Until when the whole fabric is dark (full reconfiguration).
     dark_until: Option<Instant>,
-    /// The image a full reconfiguration will leave in slot 0.
+    /// The engine a full reconfiguration will leave in every slot.
     after_dark: Option<Option<Loaded>>,
     /// `--rtl`: the Verilated RTL does what this model does otherwise.
     #[cfg(feature = "rtl")]
@@ -358,41 +385,51 @@ impl Fabric {
             *c = None;
         }
         for s in 0..self.slots.len() {
+            // TABLE_COMMIT reads 0 again; so does SLOT_COMMITTED.
+            self.slots[s].committed = 0;
+            self.slots[s].commit = None;
             self.write_slot(s);
         }
         #[cfg(feature = "rtl")]
         self.with_rtl(|rtl, mem, regs| rtl.power_on(mem, regs));
     }
 
-    /// Programs slot `s` directly (a boot image, or the end of a load).
-    /// A load's start (`Loading`) while a step is outstanding tears the
-    /// slot: the load then ends in `Error(TORN)`.
+    /// Programs slot `s` directly (a boot image, or the end of a load):
+    /// `loaded`, an engine with no model (`NoModel`), or none (`Empty`); or
+    /// the load's start (`Loading`), or its failure. The engine's table is
+    /// gone either way. A load's start while a step or a table read is
+    /// outstanding tears the slot: the load then ends in `Error(TORN)`.
     pub fn set_slot(&mut self, s: usize, loaded: Option<Loaded>, mut state: SlotState) {
         #[cfg(feature = "rtl")]
         if self.rtl.is_some() {
             return self.rtl_set_slot(s, loaded, state);
         }
         let now = Instant::now();
-        let outstanding = !self.slots[s].shut && self.slot_decoding(s, now);
+        let outstanding =
+            (!self.slots[s].shut && self.slot_decoding(s, now)) || self.slots[s].commit.is_some();
         self.abort_slot(s);
         let slot = &mut self.slots[s];
         match state {
             SlotState::Loading => {
                 if outstanding {
-                    log::warn!("fabric-sim: slot {s} reprogrammed with a step outstanding: torn");
+                    log::warn!("fabric-sim: slot {s} reprogrammed with a step or a table read outstanding: torn");
                 }
                 slot.torn = outstanding;
             }
-            SlotState::Ready if slot.torn => {
+            SlotState::NoModel | SlotState::Ready if slot.torn => {
                 state = SlotState::Error(slot_error::TORN);
             }
             _ => {}
         }
-        if state == SlotState::Ready && loaded.is_some() {
-            slot.loads = slot.loads.wrapping_add(1);
+        if matches!(state, SlotState::NoModel | SlotState::Ready) {
             slot.torn = false;
+            if loaded.is_none() {
+                state = SlotState::Empty;
+            }
         }
         slot.loaded = loaded;
+        slot.table = None;
+        slot.commit = None;
         slot.state = state;
         self.write_slot(s);
         self.bump_event();
@@ -448,10 +485,19 @@ impl Fabric {
     fn write_slot(&mut self, s: usize) {
         let regs = SlotRegs::of(s);
         let slot = &self.slots[s];
-        let hash = slot.loaded.as_ref().map_or([0u8; 32], |l| l.hash);
+        let (identity, crc) = slot
+            .table
+            .as_ref()
+            .map_or(([0u8; 32], 0), |t| (t.identity, t.crc));
         regs.state.device_write(&self.regs, slot.state.encode());
+        regs.engine.device_write(
+            &self.regs,
+            slot.loaded.as_ref().map_or(0, |l| l.engine.encode()),
+        );
         regs.loads.device_write(&self.regs, slot.loads);
         regs.active.device_write(&self.regs, slot.active);
+        regs.table_crc.device_write(&self.regs, crc);
+        regs.committed.device_write(&self.regs, slot.committed);
         regs.shutdown.device_write(
             &self.regs,
             match (slot.quiesce, slot.shut) {
@@ -460,8 +506,8 @@ impl Fabric {
                 (true, false) => SHUTDOWN_DRAINING,
             },
         );
-        for (i, chunk) in hash.chunks_exact(4).enumerate() {
-            regs.hash_word(i).device_write(
+        for (i, chunk) in identity.chunks_exact(4).enumerate() {
+            regs.identity_word(i).device_write(
                 &self.regs,
                 u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]),
             );
@@ -502,7 +548,9 @@ impl Fabric {
         self.counters
     }
 
-    /// Starts a full reconfiguration: dark for `dark`, then `image` in slot 0.
+    /// Starts a full reconfiguration: dark for `dark` (the whole PL is
+    /// being reprogrammed: every register reads 0, MAGIC too; only the
+    /// kernel knows a load runs), then `image`'s engine in every slot.
     pub fn go_dark(&mut self, dark: Duration, image: Option<Loaded>) {
         for c in self.ctxs.iter_mut() {
             *c = None;
@@ -510,7 +558,6 @@ impl Fabric {
         for off in (0..REG_FILE_WORDS).map(|w| w * 4) {
             self.regs.write32(off, 0);
         }
-        REG_STATUS.device_write(&self.regs, 1 << 1);
         self.enabled = false;
         self.dark_until = Some(Instant::now() + dark);
         self.after_dark = Some(image);
@@ -617,7 +664,9 @@ impl Fabric {
             self.dark_until = None;
             self.power_on();
             if let Some(Some(image)) = self.after_dark.take() {
-                self.set_slot(0, Some(image), SlotState::Ready);
+                for s in 0..self.slots.len() {
+                    self.set_slot(s, Some(image.clone()), SlotState::NoModel);
+                }
             }
         }
         #[cfg(feature = "rtl")]
@@ -626,6 +675,8 @@ impl Fabric {
         }
         self.control();
         self.slot_control(now);
+        self.shutdowns(now);
+        self.commits(now);
         if self.enabled {
             self.fetch(now);
             self.cancels(now);
@@ -750,15 +801,150 @@ impl Fabric {
         }
     }
 
-    /// Whether each quiesced slot has finished what was under way.
+    /// Whether each quiesced slot has finished what was under way: no step
+    /// and no table read outstanding.
     fn shutdowns(&mut self, now: Instant) {
         for s in 0..self.slots.len() {
-            let shut = self.slots[s].quiesce && !self.slot_decoding(s, now);
+            let shut = self.slots[s].quiesce
+                && !self.slot_decoding(s, now)
+                && self.slots[s].commit.is_none();
             if self.slots[s].shut != shut {
                 self.slots[s].shut = shut;
                 self.slots[s].dirty = true;
             }
         }
+    }
+
+    /// TABLE_COMMIT (section 7, "Committing a table"): a slot quiesced with
+    /// nothing outstanding, holding an engine, reads the table at
+    /// TABLE_BASE in, its header checked and every read bounded by
+    /// TABLE_WORDS, its CRC computed as the words come, at the HP port's
+    /// pace (`--table-bytes-per-sec`); the requests its contexts held end
+    /// as faults (their model is going). Any other slot refuses the commit
+    /// (FAULT_CODE 7) and keeps what it held. Either way SLOT_COMMITTED
+    /// takes the commit's value once done.
+    fn commits(&mut self, now: Instant) {
+        for s in 0..self.slots.len() {
+            if let Some(until) = self.slots[s].commit.as_ref().map(|p| p.until) {
+                if until > now {
+                    continue;
+                }
+                let Some(p) = self.slots[s].commit.take() else {
+                    continue;
+                };
+                let slot = &mut self.slots[s];
+                slot.committed = p.value;
+                slot.dirty = true;
+                match p.result {
+                    Ok(t) => {
+                        slot.table = Some(t);
+                        slot.state = SlotState::Ready;
+                        slot.loads = slot.loads.wrapping_add(1);
+                    }
+                    Err(code) => {
+                        slot.table = None;
+                        slot.state = SlotState::Error(code);
+                        if code == slot_error::TABLE_READ {
+                            self.fault(FaultCode::TableRead);
+                        }
+                    }
+                }
+                self.bump_event();
+                continue;
+            }
+            let regs = SlotRegs::of(s);
+            let commit = regs.table_commit.get(self.r());
+            if commit == self.slots[s].committed {
+                continue;
+            }
+            let slot = &self.slots[s];
+            if !(slot.quiesce && slot.shut)
+                || slot.loaded.is_none()
+                || matches!(slot.state, SlotState::Loading | SlotState::Empty)
+            {
+                log::warn!(
+                    "fabric-sim: slot {s}: table commit {commit} refused ({}, {})",
+                    if slot.quiesce && slot.shut {
+                        "quiesced"
+                    } else {
+                        "not quiesced with nothing outstanding"
+                    },
+                    slot.state.as_str()
+                );
+                self.slots[s].committed = commit;
+                self.slots[s].dirty = true;
+                self.fault(FaultCode::CommitRefused);
+                continue;
+            }
+            let base = u64::from(regs.table_base_lo.get(self.r()))
+                | (u64::from(regs.table_base_hi.get(self.r())) << 32);
+            let region_words = regs.table_words.get(self.r());
+            self.abort_slot(s);
+            let (bytes, result) = self.read_table(base, region_words);
+            let time = self.config.scaled(Duration::from_secs_f64(
+                bytes as f64 / self.config.table_bytes_per_sec.max(1) as f64,
+            ));
+            let slot = &mut self.slots[s];
+            slot.state = SlotState::Loading;
+            slot.table = None;
+            slot.dirty = true;
+            slot.commit = Some(PendingCommit {
+                value: commit,
+                until: now + time,
+                result,
+            });
+            self.bump_event();
+        }
+    }
+
+    /// Reads a committed table as the engine does: its header, then the
+    /// words it declares, every read bounded by the region's `region_words`
+    /// and answered with a bus error outside DDR. Returns the bytes read and
+    /// the table, or the slot error it came to.
+    fn read_table(&mut self, base: u64, region_words: u32) -> (u64, Result<SlotTable, u8>) {
+        let header = HEADER_WORDS as u64 * 4;
+        if u64::from(region_words) < HEADER_WORDS as u64 {
+            return (0, Err(slot_error::TABLE_READ));
+        }
+        let Some(at) = self.dram_offset(base, header) else {
+            return (0, Err(slot_error::TABLE_READ));
+        };
+        self.coherent_in(at, at + header as usize);
+        let head = Table {
+            words: (0..HEADER_WORDS).map(|i| self.dram_u32(at + 4 * i)).collect(),
+        };
+        let declared = match head.check() {
+            Ok(_) => head.words[2],
+            Err(TableError::Length { .. }) if head.words[2] as usize >= HEADER_WORDS => {
+                head.words[2]
+            }
+            Err(e) => {
+                log::warn!("fabric-sim: a committed table: {e}");
+                return (header, Err(slot_error::BAD_TABLE));
+            }
+        };
+        if declared > region_words {
+            log::warn!(
+                "fabric-sim: a committed table of {declared} words does not fit its region of {region_words}"
+            );
+            return (header, Err(slot_error::BAD_TABLE));
+        }
+        let bytes = u64::from(declared) * 4;
+        let Some(at) = self.dram_offset(base, bytes) else {
+            return (header, Err(slot_error::TABLE_READ));
+        };
+        self.coherent_in(at, at + bytes as usize);
+        let table = Table {
+            words: (0..declared as usize)
+                .map(|i| self.dram_u32(at + 4 * i))
+                .collect(),
+        };
+        let slot_table = SlotTable {
+            crc: table.crc(),
+            identity: table.declared_identity(),
+            table: Arc::new(table),
+        };
+        (bytes, Ok(slot_table))
     }
 
     /// Rewrites the registers of slots that changed.
@@ -869,8 +1055,8 @@ impl Fabric {
             return;
         }
         let s = &self.slots[slot];
-        let model = match (&s.loaded, s.state, s.quiesce) {
-            (Some(l), SlotState::Ready, false) => l.model.clone(),
+        let table = match (&s.table, s.state, s.quiesce) {
+            (Some(t), SlotState::Ready, false) => t.table.clone(),
             _ => {
                 self.done_now(&sqe, CqeStatus::SlotNotReady, FaultCode::SlotNotReady);
                 return;
@@ -888,8 +1074,16 @@ impl Fabric {
             running: false,
             next_due: now,
             prompt_len: sqe.prompt_len,
-            generator: model.start(&prompt, sqe.seed, sqe.temperature),
-            model,
+            table,
+            // Section 8: the prompt's last two tokens, end-of-text before it.
+            a: if prompt.len() >= 2 {
+                prompt[prompt.len() - 2]
+            } else {
+                fabric_model::tokenizer::EOS
+            },
+            b: prompt.last().copied().unwrap_or(fabric_model::tokenizer::EOS),
+            rng: SplitMix64(sqe.seed),
+            sampling: Sampling::from_f32(sqe.temperature),
             produced: 0,
             max_tokens: sqe.max_tokens,
             stop_token: sqe.stop_token,
@@ -960,7 +1154,22 @@ impl Fabric {
                     self.finish(i, CqeStatus::Fault, Finish::None, due);
                     break;
                 };
-                let token = c.generator.step(&c.model);
+                let token = match c.table.step(c.a, c.b, c.rng.next(), c.sampling) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        // A table read that failed: the request ends as a
+                        // fault, and the slot is in error until loaded again.
+                        let (due, slot) = (c.next_due, c.slot);
+                        log::warn!("fabric-sim: slot {slot}: {e}");
+                        self.fault(FaultCode::TableRead);
+                        self.finish(i, CqeStatus::Fault, Finish::None, due);
+                        self.slots[slot].state = SlotState::Error(slot_error::TABLE_READ);
+                        self.slots[slot].dirty = true;
+                        self.bump_event();
+                        break;
+                    }
+                };
+                (c.a, c.b) = (c.b, token);
                 let at = output + c.produced as usize * 4;
                 c.crc.update(&token.to_le_bytes());
                 c.produced += 1;

@@ -315,12 +315,10 @@ impl Device {
             Ok(l) => l,
             Err(e) => {
                 log::warn!("fabric-sim: image {seq} ({len} bytes): {e}");
+                // The configuration port refuses it: the region, decoupled
+                // by the kernel, stays so and reads loading.
                 if let (Some(s), Some(f)) = (slot, self.fabric.as_mut()) {
-                    f.set_slot(
-                        s,
-                        None,
-                        SlotState::Error(fabric_hw::contract::slot_error::BAD_IMAGE),
-                    );
+                    f.set_slot(s, None, SlotState::Loading);
                 }
                 return self.answer(seq, Err(Refusal::BadImage));
             }
@@ -328,8 +326,8 @@ impl Device {
         let took = match slot {
             Some(s) => {
                 log::info!(
-                    "fabric-sim: image {seq}: partial, {len} bytes, {} into slot {s} (decouplers {decoupled:?})",
-                    loaded.model.name()
+                    "fabric-sim: image {seq}: partial, {len} bytes, engine {} into slot {s} (decouplers {decoupled:?})",
+                    loaded.engine
                 );
                 if let Some(f) = self.fabric.as_mut() {
                     f.set_slot(s, None, SlotState::Loading);
@@ -343,8 +341,8 @@ impl Device {
                     .config
                     .scaled(Duration::from_secs_f64(self.config.full_reconfig_secs));
                 log::info!(
-                    "fabric-sim: image {seq}: full, {len} bytes, {} in slot 0; dark for {dark:?}",
-                    loaded.model.name()
+                    "fabric-sim: image {seq}: full, {len} bytes, engine {} in every slot; dark for {dark:?}",
+                    loaded.engine
                 );
                 self.full(dark, loaded.clone());
                 dark
@@ -383,10 +381,10 @@ impl Device {
         match (c.slot, self.fabric.as_mut()) {
             (Some(s), Some(f)) => {
                 log::info!(
-                    "fabric-sim: slot {s} configured with {}",
-                    c.loaded.model.name()
+                    "fabric-sim: slot {s} configured with engine {}",
+                    c.loaded.engine
                 );
-                f.set_slot(s, Some(c.loaded), SlotState::Ready);
+                f.set_slot(s, Some(c.loaded), SlotState::NoModel);
             }
             // A partial image into an unconfigured device configures
             // nothing: there is no shell around the region.

@@ -213,7 +213,7 @@ impl Simulator {
         let mut fabric = Fabric::new(config.clone(), regs, cpu_view);
         for arg in &config.load {
             let (slot, loaded) = reconfig::boot_image(&config, arg)?;
-            fabric.set_slot(slot, Some(loaded), SlotState::Ready);
+            fabric.set_slot(slot, Some(loaded), SlotState::NoModel);
         }
         let shared = Arc::new(Shared {
             fabric: Mutex::new(fabric),

@@ -8,10 +8,8 @@
 //! and report the outcome in the same files: the overlay's `status`, the
 //! manager's `state`.
 
-use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use fabric_hw::bitstream::idcode;
@@ -19,8 +17,6 @@ use fabric_hw::contract::SlotState;
 use fabric_hw::devtree::DtNode;
 use fabric_hw::Chain;
 use fabric_model::image;
-use fabric_model::table::Table;
-use sha2::{Digest, Sha256};
 
 use crate::config::SimConfig;
 use crate::device::Loaded;
@@ -28,13 +24,8 @@ use crate::layout::region_path;
 use crate::rules;
 use crate::{Shared, SimError};
 
-/// Slot error codes the shell reports when a load fails.
-use fabric_hw::contract::slot_error::{
-    BAD_IMAGE as ERR_BAD_IMAGE, NO_IMAGE as ERR_NO_IMAGE, PROGRAMMING as ERR_PROGRAMMING,
-};
-
 /// Reads an image as the device's configuration logic does, then decodes
-/// its model. The stream's IDCODE must be this device's, revision aside,
+/// its engine. The stream's IDCODE must be this device's, revision aside,
 /// as on silicon: the PCAP and ICAP refuse a stream, partial or full, whose
 /// IDCODE is another device's (UG470 "IDCODE check"; UG570 likewise for
 /// UltraScale+), so the simulated board does too.
@@ -54,34 +45,10 @@ pub(crate) fn decode(
             config.part
         ));
     }
-    let table = table_of(bytes, &loaded.model)?;
     Ok(Loaded {
-        model: Arc::new(loaded.model),
-        hash: table.identity(),
-        table,
+        engine: loaded.engine,
         overlay,
     })
-}
-
-/// The table of the model in `bytes`, built once per image in a process:
-/// a simulator loads the same few images again and again.
-fn table_of(bytes: &[u8], model: &fabric_model::Model) -> Result<Arc<Table>, String> {
-    static TABLES: OnceLock<Mutex<HashMap<[u8; 32], Arc<Table>>>> = OnceLock::new();
-    let key: [u8; 32] = Sha256::digest(bytes).into();
-    let tables = TABLES.get_or_init(Default::default);
-    if let Some(t) = tables
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(&key)
-    {
-        return Ok(t.clone());
-    }
-    let table = Arc::new(Table::build(model).map_err(|e| format!("the model has no table: {e}"))?);
-    tables
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(key, table.clone());
-    Ok(table)
 }
 
 /// `--load SLOT=FILE`.
@@ -111,8 +78,8 @@ pub(crate) fn boot_image(config: &SimConfig, arg: &str) -> Result<(usize, Loaded
     let bytes = fs::read(&path).map_err(|e| err(format!("reading {}: {e}", path.display())))?;
     let loaded = decode(config, &bytes, None).map_err(err)?;
     log::info!(
-        "fabric-sim: slot {slot} boots with {} ({file})",
-        loaded.model.name()
+        "fabric-sim: slot {slot} boots with engine {} ({file})",
+        loaded.engine
     );
     Ok((slot, loaded))
 }
@@ -253,17 +220,14 @@ fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<Applied, S
             ));
         }
     }
-    // The kernel decouples the region (bridge disabled) and programs it.
+    // The kernel decouples the region (bridge disabled) and programs it. A
+    // load that fails leaves the region decoupled (fpga_region_program_fpga()
+    // does not enable its bridges again): the slot reads loading, and the
+    // kernel, not the shell, says what failed (the overlay's status).
     shared.lock().set_slot(slot, None, SlotState::Loading);
     shared.wake();
-    let fail = |code: u8, msg: String| {
-        shared.lock().set_slot(slot, None, SlotState::Error(code));
-        shared.wake();
-        msg
-    };
-    let fw_path = firmware_path(shared, &firmware).map_err(|e| fail(ERR_NO_IMAGE, e))?;
-    let bytes = fs::read(&fw_path)
-        .map_err(|e| fail(ERR_NO_IMAGE, format!("firmware {}: {e}", fw_path.display())))?;
+    let fw_path = firmware_path(shared, &firmware)?;
+    let bytes = fs::read(&fw_path).map_err(|e| format!("firmware {}: {e}", fw_path.display()))?;
     let time = shared.config.scaled(Duration::from_secs_f64(
         bytes.len() as f64 / shared.config.pr_bytes_per_sec.max(1) as f64,
     ));
@@ -277,22 +241,18 @@ fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<Applied, S
         hit
     };
     if injected {
-        return Err(fail(
-            ERR_PROGRAMMING,
-            "injected fault: programming failed after path was accepted".into(),
-        ));
+        return Err("injected fault: programming failed after path was accepted".into());
     }
-    let loaded = decode(&shared.config, &bytes, Some(name.to_owned()))
-        .map_err(|e| fail(ERR_BAD_IMAGE, e))?;
-    let model = loaded.model.name().to_owned();
-    shared.lock().set_slot(slot, Some(loaded), SlotState::Ready);
+    let loaded = decode(&shared.config, &bytes, Some(name.to_owned()))?;
+    let engine = loaded.engine;
+    shared.lock().set_slot(slot, Some(loaded), SlotState::NoModel);
     shared.wake();
     // The live tree now shows the overlay's properties on the region.
     let dir = region_dir(shared, slot);
     let _ = fs::write(dir.join("firmware-name"), format!("{firmware}\0"));
     let _ = fs::write(dir.join("partial-fpga-config"), b"");
     log::info!(
-        "fabric-sim: slot {slot} now runs {model} ({} bytes in {time:?})",
+        "fabric-sim: slot {slot} now holds engine {engine}, no model ({} bytes in {time:?})",
         bytes.len()
     );
     Ok(Applied::Programmed(slot))

@@ -81,7 +81,7 @@ fn probe_shows_the_shell_slots_and_buffer() {
     let out = run(fabricd().arg("probe").arg("--root").arg(dir.path()));
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(stdout.contains("shell     v1.1"), "{stdout}");
+    assert!(stdout.contains("shell     v2.0"), "{stdout}");
     assert!(stdout.contains("2 slots × 4 lanes"), "{stdout}");
     assert!(stdout.contains("slot 0    ready    kjv"), "{stdout}");
     assert!(stdout.contains("slot 1    ready    fortunes"), "{stdout}");

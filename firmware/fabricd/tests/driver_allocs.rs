@@ -34,7 +34,7 @@ async fn servicing_an_interrupt_allocates_nothing() {
         config.dma_coherent = coherent;
         let sim = Simulator::start(config).expect("simulator");
         let attached = fabric_hw::attach(&sim.root(), RingConfig::default()).expect("attach");
-        let (mut driver, _topology) = Driver::new(attached);
+        let (mut driver, _topology, _tables) = Driver::new(attached);
         let mut events = driver.events();
         let contexts = driver.shell().info().contexts() as u16;
         let mut tag = 0;

@@ -1,22 +1,20 @@
-//! Writes a model image's table as the fabric's engine reads it, for
-//! `$readmemh` (the RTL co-simulation and synthesis, and the Vivado flow's
-//! slot modules), and prints its size: `words=N` and the identity the slot
-//! will report in `SLOT_HASH`.
+//! Prints what a model's table (`.ftb`) holds: its size, the identity it
+//! declares (what a slot holding it reports in `SLOT_IDENTITY`, checked
+//! against the SHA-256 it should be) and its CRC-32 (what the slot's engine
+//! computes reading it in, `SLOT_TABLE_CRC`), as `scripts/build-models`
+//! writes them into the manifest.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use fabric_model::image;
 use fabric_model::table::Table;
 
 #[derive(Parser, Debug)]
-#[command(about = "Write a fabricd model image's engine table as $readmemh hex")]
+#[command(about = "Print a fabricd model table's size, identity and CRC")]
 struct Args {
-    /// The model image (`.bit` or `.bin`).
+    /// The table (`.ftb`).
     input: PathBuf,
-    /// Where to write the hex.
-    output: PathBuf,
 }
 
 fn main() -> ExitCode {
@@ -33,10 +31,12 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), String> {
     let name = args.input.display();
     let bytes = std::fs::read(&args.input).map_err(|e| format!("reading {name}: {e}"))?;
-    let loaded = image::load(&bytes).map_err(|e| format!("{name}: {e}"))?;
-    let table = Table::build(&loaded.model).map_err(|e| format!("{name}: {e}"))?;
-    std::fs::write(&args.output, table.to_hex())
-        .map_err(|e| format!("writing {}: {e}", args.output.display()))?;
+    let table = Table::from_bytes(&bytes).map_err(|e| format!("{name}: {e}"))?;
+    if table.declared_identity() != table.identity() {
+        return Err(format!(
+            "{name}: the identity it declares is not the SHA-256 of its words"
+        ));
+    }
     let s = table.stats();
     let id: String = table
         .identity()
@@ -44,8 +44,12 @@ fn run(args: &Args) -> Result<(), String> {
         .map(|b| format!("{b:02x}"))
         .collect();
     println!(
-        "words={} bigram_entries={} trigram_entries={} candidates={} identity={id}",
-        s.words, s.bigram_entries, s.trigram_entries, s.candidates
+        "words={} bigram_buckets={} trigram_buckets={} candidates={} crc={:#010x} identity={id}",
+        s.words,
+        s.bigram_buckets,
+        s.trigram_buckets,
+        s.candidates,
+        table.crc()
     );
     Ok(())
 }

@@ -1,16 +1,26 @@
 //! The model catalog: `manifest.toml` in the firmware directory, the
-//! tokenizers, and the bitstreams.
+//! engines' bitstreams, the models' tables and the tokenizers.
 //!
-//! A model is addressed by its name, never by a path: file names in the
-//! manifest must be plain names inside the catalog directory, so nothing
-//! outside it can be loaded. Every file's SHA-256 is checked before it is
-//! used, and every image passes the [`gate`] (its part, kind and shell,
-//! from the manifest, its header and its configuration stream, against each
-//! other and the board). An image that fails is kept in the catalog with
-//! its problem, and so is its model, so operators see why it cannot be
-//! loaded; every other model stays usable. A manifest entry that cannot be
-//! read as it should (a `kind` other than `partial` or `full`) makes its
-//! image unusable, not the whole manifest.
+//! Contract 2.0: a partial bitstream carries an engine, not a model. An
+//! engine (`[[engine]]`: its kind and version as `SLOT_ENGINE` reports
+//! them, and its images) runs any model made for it; a model (`[[model]]`)
+//! names its engine and is a table the daemon commits from DDR, with the
+//! identity the table declares and the CRC-32 the engine computes reading
+//! it. Loading a model into a slot whose engine runs it is a table commit;
+//! otherwise the engine's image goes in first.
+//!
+//! A model or an engine is addressed by its name, never by a path: file
+//! names in the manifest must be plain names inside the catalog directory,
+//! so nothing outside it can be loaded. Every file's SHA-256 is checked
+//! before it is used, every image passes the [`gate`] (its part, kind and
+//! shell, from the manifest, its header and its configuration stream,
+//! against each other and the board), and every table is checked as the
+//! engine would check it (its magic, its engine, its length) and against the
+//! manifest (its identity, its CRC). Whatever fails is kept in the catalog
+//! with its problem, so operators see why a model cannot be loaded; every
+//! other model stays usable. A manifest entry that cannot be read as it
+//! should (a `kind` other than `partial` or `full`) makes its image
+//! unusable, not the whole manifest.
 //!
 //! # Layout
 //! - this file: the manifest, the files' hashes, the models.
@@ -25,7 +35,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fabric_hw::bitstream;
+use fabric_hw::contract::EngineId;
+use fabric_model::table::Table;
 use fabric_model::Tokenizer;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -50,20 +61,34 @@ pub enum CatalogError {
     Tokenizer { path: PathBuf, reason: String },
     #[error("no model named {name:?} in the catalog (known: {known})")]
     UnknownModel { name: String, known: String },
-    #[error("model {model:?}: the manifest gives no identity (the SHA-256 of its table that a slot reports; `mktable` prints it) and none of its images holds a model to take it from")]
-    NoIdentity { model: String },
+    #[error("model {model:?} runs on engine {engine:?}, which the catalog does not have (engines: {known})")]
+    UnknownEngine {
+        model: String,
+        engine: String,
+        known: String,
+    },
+    #[error("model {model:?}: its engine {engine:?} is unusable: {problem}")]
+    EngineUnusable {
+        model: String,
+        engine: String,
+        problem: String,
+    },
+    #[error("{path}: {problem}")]
+    Table { path: PathBuf, problem: String },
     #[error(transparent)]
     Gate(#[from] GateError),
 }
 
 /// `manifest.toml`, read and checked for shape ([`Manifest::parse`]): its
-/// version, its model names, its file names. The files themselves are
-/// checked by [`Catalog::load`].
+/// version, its names, its file names. The files themselves are checked by
+/// [`Catalog::load`].
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
     pub version: u32,
     pub shell: ShellRequirement,
+    #[serde(default)]
+    pub engine: Vec<EngineEntry>,
     #[serde(default)]
     pub model: Vec<ModelEntry>,
 }
@@ -76,6 +101,19 @@ pub struct ShellRequirement {
     pub interface_id: u32,
 }
 
+/// An engine as the manifest lists it: what `SLOT_ENGINE` reports for it,
+/// and its bitstreams.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineEntry {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub kind: u16,
+    pub version: u16,
+    pub image: Vec<RawImage>,
+}
+
 /// A model as the manifest lists it.
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
@@ -83,15 +121,19 @@ pub struct ModelEntry {
     pub name: String,
     #[serde(default)]
     pub description: String,
+    /// The engine it runs on (an `[[engine]]`'s name).
+    pub engine: String,
+    /// Its table (contract section 9), as the daemon commits it.
+    pub table: String,
+    pub table_sha256: String,
+    /// The CRC-32 its engine computes reading the table in
+    /// (`SLOT_TABLE_CRC`; `mktable` prints it).
+    pub table_crc: u32,
+    /// The identity the table declares (`SLOT_IDENTITY`; `mktable` prints
+    /// it).
+    pub identity: String,
     pub tokenizer: String,
     pub tokenizer_sha256: String,
-    /// What a slot holding the model reports in SLOT_HASH: the SHA-256 of
-    /// its table (contract section 9). A simulator image holds its model,
-    /// so the catalog can take it from there when the manifest is silent;
-    /// a real bitstream cannot be read back, so its manifest must say.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identity: Option<String>,
-    pub image: Vec<RawImage>,
 }
 
 /// An image as the manifest writes it. `kind` is kept as a TOML value
@@ -206,20 +248,44 @@ fn problem_as_text<S: serde::Serializer>(
     }
 }
 
+/// An engine of the catalog.
+#[derive(Debug, Clone)]
+pub struct CatalogEngine {
+    pub name: Arc<str>,
+    pub description: String,
+    pub id: EngineId,
+    pub images: Vec<ImageEntry>,
+    /// Why the engine cannot be loaded, if it cannot.
+    pub problem: Option<CatalogError>,
+}
+
+/// A model's table, as the manifest describes it and the file checked out.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TableEntry {
+    pub file: String,
+    pub sha256: String,
+    /// The CRC-32 its engine computes reading it in.
+    pub crc: u32,
+    /// Its length in bytes.
+    pub bytes: u64,
+}
+
 /// A model of the catalog.
 #[derive(Debug, Clone)]
 pub struct CatalogModel {
     pub name: Arc<str>,
     pub description: String,
+    /// The engine it runs on: its name, and what `SLOT_ENGINE` reports.
+    pub engine_name: Arc<str>,
+    pub engine: EngineId,
+    /// Its engine's images (a slot without the engine is loaded with one).
     pub images: Vec<ImageEntry>,
+    pub table: TableEntry,
     /// The tokenizer, when its file checked out.
     pub tokenizer: Option<Arc<Tokenizer>>,
-    /// What a slot holding the model reports in SLOT_HASH.
+    /// What a slot holding the model reports in SLOT_IDENTITY: the identity
+    /// its table declares.
     pub identity: Option<String>,
-    /// SHA-256s a shell may report for this model: its identity, and for
-    /// shells of contract 1.0 each image's file and its byte-swapped `.bin`
-    /// form.
-    pub hashes: Vec<String>,
     /// Why the model cannot be used, if it cannot.
     pub problem: Option<CatalogError>,
 }
@@ -229,6 +295,7 @@ pub struct CatalogModel {
 pub struct Catalog {
     pub dir: PathBuf,
     pub shell: ShellRequirement,
+    pub engines: Vec<CatalogEngine>,
     pub models: Vec<CatalogModel>,
 }
 
@@ -259,22 +326,44 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 impl Manifest {
     /// Parses a manifest's text (read from `path`, which errors name) and
-    /// checks its shape: version 1, every model name valid and listed once,
-    /// every file a plain name inside the catalog, every model with an
-    /// image. Opens no file.
+    /// checks its shape: version 2, every engine and model name valid and
+    /// listed once, every file a plain name inside the catalog, every engine
+    /// with an image. Opens no file.
     pub fn parse(text: &str, path: &Path) -> Result<Manifest, CatalogError> {
         let bad = |reason: String| CatalogError::Manifest {
             path: path.to_owned(),
             reason,
         };
         let manifest: Manifest = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
-        if manifest.version != 1 {
+        if manifest.version != 2 {
             return Err(bad(format!(
-                "version {} (this daemon reads version 1)",
+                "version {} (this daemon reads version 2: engines, and models as tables)",
                 manifest.version
             )));
         }
         let mut seen = BTreeMap::new();
+        for entry in &manifest.engine {
+            if !valid_model_name(&entry.name) {
+                return Err(bad(format!(
+                    "engine name {:?} is not a plain name (letters, digits, -, _, .)",
+                    entry.name
+                )));
+            }
+            if seen.insert(("engine", entry.name.clone()), ()).is_some() {
+                return Err(bad(format!("engine {:?} is listed twice", entry.name)));
+            }
+            if entry.image.is_empty() {
+                return Err(bad(format!("engine {:?} has no image", entry.name)));
+            }
+            for file in entry.image.iter().map(|i| &i.file) {
+                if !plain_name(file) {
+                    return Err(bad(format!(
+                        "engine {:?}: file {file:?} is not a plain name inside the catalog",
+                        entry.name
+                    )));
+                }
+            }
+        }
         for entry in &manifest.model {
             if !valid_model_name(&entry.name) {
                 return Err(bad(format!(
@@ -282,20 +371,16 @@ impl Manifest {
                     entry.name
                 )));
             }
-            if seen.insert(entry.name.clone(), ()).is_some() {
+            if seen.insert(("model", entry.name.clone()), ()).is_some() {
                 return Err(bad(format!("model {:?} is listed twice", entry.name)));
             }
-            for file in std::iter::once(&entry.tokenizer).chain(entry.image.iter().map(|i| &i.file))
-            {
+            for file in [&entry.tokenizer, &entry.table] {
                 if !plain_name(file) {
                     return Err(bad(format!(
                         "model {:?}: file {file:?} is not a plain name inside the catalog",
                         entry.name
                     )));
                 }
-            }
-            if entry.image.is_empty() {
-                return Err(bad(format!("model {:?} has no image", entry.name)));
             }
         }
         Ok(manifest)
@@ -312,49 +397,40 @@ impl Catalog {
             reason: e.to_string(),
         })?;
         let manifest = Manifest::parse(&text, &path)?;
+        let engines: Vec<CatalogEngine> = manifest
+            .engine
+            .into_iter()
+            .map(|entry| Self::check_engine(dir, entry, &manifest.shell, board))
+            .collect();
         let models = manifest
             .model
             .into_iter()
-            .map(|entry| Self::check_model(dir, entry, &manifest.shell, board))
+            .map(|entry| Self::check_model(dir, entry, &engines))
             .collect();
         Ok(Catalog {
             dir: dir.to_owned(),
             shell: manifest.shell,
+            engines,
             models,
         })
     }
 
-    fn check_model(
+    fn check_engine(
         dir: &Path,
-        entry: ModelEntry,
+        entry: EngineEntry,
         shell: &ShellRequirement,
         board: Option<&Board>,
-    ) -> CatalogModel {
-        let mut model = CatalogModel {
+    ) -> CatalogEngine {
+        let mut engine = CatalogEngine {
             name: Arc::from(entry.name.as_str()),
-            description: entry.description.clone(),
+            description: entry.description,
+            id: EngineId {
+                kind: entry.kind,
+                version: entry.version,
+            },
             images: Vec::new(),
-            tokenizer: None,
-            identity: entry
-                .identity
-                .clone()
-                .map(|i| i.trim().to_ascii_lowercase()),
-            hashes: Vec::new(),
             problem: None,
         };
-        let tok_path = dir.join(&entry.tokenizer);
-        match read_checked(&tok_path, &entry.tokenizer_sha256) {
-            Ok(bytes) => match Tokenizer::from_bytes(&bytes) {
-                Ok(t) => model.tokenizer = Some(Arc::new(t)),
-                Err(e) => {
-                    model.problem = Some(CatalogError::Tokenizer {
-                        path: tok_path,
-                        reason: e.to_string(),
-                    })
-                }
-            },
-            Err(e) => model.problem = Some(e),
-        }
         // The shell the images must be built for: the running one's, or
         // off the board the one the manifest names.
         let interface_id = board.map_or(shell.interface_id, |b| b.interface_id);
@@ -363,13 +439,6 @@ impl Catalog {
             let path = dir.join(&image.file);
             match read_checked(&path, &image.sha256) {
                 Ok(bytes) => {
-                    if model.identity.is_none() {
-                        model.identity = identity_of(&bytes);
-                    }
-                    model.hashes.push(image.sha256.clone());
-                    if let Ok(bin) = bitstream::to_bin(&bytes) {
-                        model.hashes.push(sha256_hex(&bin));
-                    }
                     if image.problem.is_none() {
                         let part = board.map(|b| b.part.as_str());
                         if let Err(e) = gate::check(&image, &bytes, interface_id, part) {
@@ -381,28 +450,80 @@ impl Catalog {
             }
             if let Some(p) = &image.problem {
                 log::warn!(
-                    "catalog: model {}: image {} is unusable: {p}",
-                    model.name,
+                    "catalog: engine {}: image {} is unusable: {p}",
+                    engine.name,
                     image.file
                 );
-                // One unusable image makes its model unusable, as a bad
-                // hash always did: a model is loaded by name, and which of
+                // One unusable image makes its engine unusable: which of
                 // its images a load takes depends on the slot and the
                 // kernel, not on the operator.
-                if model.problem.is_none() {
-                    model.problem = Some(p.clone());
+                if engine.problem.is_none() {
+                    engine.problem = Some(p.clone());
                 }
             }
-            model.images.push(image);
+            engine.images.push(image);
         }
-        match &model.identity {
-            Some(id) => model.hashes.push(id.clone()),
-            None if model.problem.is_none() => {
-                model.problem = Some(CatalogError::NoIdentity {
-                    model: model.name.to_string(),
-                })
+        engine
+    }
+
+    fn check_model(dir: &Path, entry: ModelEntry, engines: &[CatalogEngine]) -> CatalogModel {
+        let engine = engines.iter().find(|e| *e.name == entry.engine);
+        let mut model = CatalogModel {
+            name: Arc::from(entry.name.as_str()),
+            description: entry.description.clone(),
+            engine_name: Arc::from(entry.engine.as_str()),
+            engine: engine.map_or(EngineId { kind: 0, version: 0 }, |e| e.id),
+            images: engine.map(|e| e.images.clone()).unwrap_or_default(),
+            table: TableEntry {
+                file: entry.table.clone(),
+                sha256: entry.table_sha256.clone(),
+                crc: entry.table_crc,
+                bytes: 0,
+            },
+            tokenizer: None,
+            identity: Some(entry.identity.trim().to_ascii_lowercase()),
+            problem: None,
+        };
+        let mut problem = |p: CatalogError| {
+            if model.problem.is_none() {
+                model.problem = Some(p);
             }
-            None => {}
+        };
+        match engine {
+            None => problem(CatalogError::UnknownEngine {
+                model: entry.name.clone(),
+                engine: entry.engine.clone(),
+                known: engines
+                    .iter()
+                    .map(|e| &*e.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+            Some(e) => {
+                if let Some(p) = &e.problem {
+                    problem(CatalogError::EngineUnusable {
+                        model: entry.name.clone(),
+                        engine: entry.engine.clone(),
+                        problem: p.to_string(),
+                    });
+                }
+            }
+        }
+        let tok_path = dir.join(&entry.tokenizer);
+        match read_checked(&tok_path, &entry.tokenizer_sha256) {
+            Ok(bytes) => match Tokenizer::from_bytes(&bytes) {
+                Ok(t) => model.tokenizer = Some(Arc::new(t)),
+                Err(e) => problem(CatalogError::Tokenizer {
+                    path: tok_path,
+                    reason: e.to_string(),
+                }),
+            },
+            Err(e) => problem(e),
+        }
+        let table_path = dir.join(&entry.table);
+        match read_table(&table_path, &entry) {
+            Ok(bytes) => model.table.bytes = bytes,
+            Err(e) => problem(e),
         }
         if let Some(p) = &model.problem {
             log::warn!("catalog: model {} is unusable: {p}", model.name);
@@ -426,25 +547,45 @@ impl Catalog {
             })
     }
 
-    /// The model whose image has SHA-256 `hash` (as a shell reports it).
-    pub fn by_hash(&self, hash: &str) -> Option<&CatalogModel> {
+    /// The model whose table declares `identity` (as a slot reports it in
+    /// SLOT_IDENTITY).
+    pub fn by_identity(&self, identity: &str) -> Option<&CatalogModel> {
         self.models
             .iter()
-            .find(|m| m.hashes.iter().any(|h| h == hash))
+            .find(|m| m.identity.as_deref() == Some(identity))
+    }
+
+    /// The engine a slot reports, by the catalog's name for it.
+    pub fn engine(&self, id: EngineId) -> Option<&CatalogEngine> {
+        self.engines.iter().find(|e| e.id == id)
     }
 }
 
-/// The identity of the model a simulator image holds, if it holds one.
-fn identity_of(image: &[u8]) -> Option<String> {
-    let model = fabric_model::image::load(image).ok()?.model;
-    let table = fabric_model::table::Table::build(&model).ok()?;
-    Some(
-        table
-            .identity()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
-    )
+/// Reads a model's table, checks its SHA-256 against the manifest, the
+/// table as its engine would (magic, engine, length), and the identity it
+/// declares and the CRC it has against the manifest's. Returns its length.
+fn read_table(path: &Path, entry: &ModelEntry) -> Result<u64, CatalogError> {
+    let bytes = read_checked(path, &entry.table_sha256)?;
+    let bad = |problem: String| CatalogError::Table {
+        path: path.to_owned(),
+        problem,
+    };
+    let table = Table::from_bytes(&bytes).map_err(|e| bad(e.to_string()))?;
+    let declared = fabric_hw::shell::hex(&table.declared_identity());
+    if !declared.eq_ignore_ascii_case(entry.identity.trim()) {
+        return Err(bad(format!(
+            "it declares identity {declared}, the manifest says {}",
+            entry.identity.trim()
+        )));
+    }
+    let crc = table.crc();
+    if crc != entry.table_crc {
+        return Err(bad(format!(
+            "its CRC-32 is {crc:#010x}, the manifest says {:#010x}",
+            entry.table_crc
+        )));
+    }
+    Ok(bytes.len() as u64)
 }
 
 /// Reads a file and checks its SHA-256 against the manifest.
@@ -476,40 +617,20 @@ mod tests {
     fn the_shipped_catalog_checks_out() {
         let cat = Catalog::load(&repo_bitstreams(), None).expect("catalog");
         assert!(cat.models.len() >= 2);
+        assert_eq!(cat.engines.len(), 1);
+        assert!(cat.engines[0].problem.is_none(), "{:?}", cat.engines[0].problem);
+        assert_eq!(cat.engines[0].id, EngineId::TRIGRAM_V2);
         for m in &cat.models {
             assert!(m.problem.is_none(), "{}: {:?}", m.name, m.problem);
-            // Each image's file and .bin form, and the identity.
-            assert_eq!(m.hashes.len(), 2 * m.images.len() + 1);
-            // The manifest's identity is the table's of the model inside.
-            let bytes = fs::read(repo_bitstreams().join(&m.images[0].file)).expect("image");
-            assert_eq!(m.identity, identity_of(&bytes), "{}", m.name);
+            assert_eq!(m.engine, EngineId::TRIGRAM_V2);
+            assert_eq!(m.images, cat.engines[0].images, "its engine's images");
+            assert!(m.table.bytes > 0);
+            let id = m.identity.clone().expect("an identity");
+            assert_eq!(cat.by_identity(&id).map(|x| x.name.clone()), Some(m.name.clone()));
         }
-        assert!(cat.by_hash(&cat.models[0].images[0].sha256).is_some());
-        let id = cat.models[0].identity.clone().expect("an identity");
-        assert_eq!(
-            cat.by_hash(&id).map(|m| m.name.clone()),
-            Some(cat.models[0].name.clone())
-        );
+        assert!(cat.engine(EngineId::TRIGRAM_V2).is_some());
         let err = cat.get("nope").expect_err("unknown");
         assert!(err.to_string().contains("kjv"), "{err}");
-    }
-
-    #[test]
-    fn a_tampered_image_is_named_and_the_rest_still_loads() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        copy_catalog(dir.path());
-        let mut bit = fs::read(dir.path().join("kjv.bit")).expect("read");
-        let last = bit.len() - 1;
-        bit[last] ^= 0xff;
-        fs::write(dir.path().join("kjv.bit"), bit).expect("write");
-        let cat = Catalog::load(dir.path(), None).expect("catalog");
-        let kjv = cat.get("kjv").expect("kjv");
-        let text = kjv.problem.as_ref().expect("problem").to_string();
-        assert!(
-            text.contains("kjv.bit") && text.contains("manifest expects"),
-            "{text}"
-        );
-        assert!(cat.get("fortunes").expect("fortunes").problem.is_none());
     }
 
     fn copy_catalog(dir: &Path) {
@@ -520,57 +641,56 @@ mod tests {
     }
 
     #[test]
-    fn an_identity_left_out_is_taken_from_the_model_in_the_image() {
+    fn a_tampered_table_is_named_and_the_rest_still_loads() {
         let dir = tempfile::tempdir().expect("tempdir");
         copy_catalog(dir.path());
-        let shipped = Catalog::load(dir.path(), None).expect("catalog");
-        let path = dir.path().join(MANIFEST);
-        let text = fs::read_to_string(&path).expect("read");
-        let without: String = text
-            .lines()
-            .filter(|l| !l.starts_with("identity"))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        fs::write(&path, without).expect("write");
+        let mut table = fs::read(dir.path().join("kjv.ftb")).expect("read");
+        let last = table.len() - 1;
+        table[last] ^= 0xff;
+        fs::write(dir.path().join("kjv.ftb"), table).expect("write");
         let cat = Catalog::load(dir.path(), None).expect("catalog");
-        for (m, s) in cat.models.iter().zip(&shipped.models) {
-            assert!(m.problem.is_none(), "{:?}", m.problem);
-            assert_eq!(m.identity, s.identity);
-        }
+        let kjv = cat.get("kjv").expect("kjv");
+        let text = kjv.problem.as_ref().expect("problem").to_string();
+        assert!(
+            text.contains("kjv.ftb") && text.contains("manifest expects"),
+            "{text}"
+        );
+        assert!(cat.get("fortunes").expect("fortunes").problem.is_none());
+    }
+
+    /// The catalog in `dir` with the manifest's text changed by `edit`.
+    fn edited(dir: &Path, edit: impl Fn(&str) -> String) -> Catalog {
+        copy_catalog(dir);
+        let path = dir.join(MANIFEST);
+        let text = fs::read_to_string(&path).expect("read");
+        fs::write(&path, edit(&text)).expect("write");
+        Catalog::load(dir, None).expect("catalog")
     }
 
     #[test]
-    fn a_model_with_no_identity_to_be_had_is_unusable_and_says_why() {
+    fn a_table_whose_crc_or_identity_is_not_the_manifests_is_named() {
         let dir = tempfile::tempdir().expect("tempdir");
-        copy_catalog(dir.path());
-        let path = dir.path().join(MANIFEST);
-        let text = fs::read_to_string(&path).expect("read");
-        // A real bitstream holds no model the catalog could read: here,
-        // images whose frame data is not a model (the gate does not look).
-        let mut text: String = text
-            .lines()
-            .filter(|l| !l.starts_with("identity"))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        for file in ["kjv.bit", "kjv-full.bit"] {
-            let mut bit = fs::read(dir.path().join(file)).expect("read");
-            let old = sha256_hex(&bit);
-            let at = bit
-                .windows(8)
-                .position(|w| w == b"FBRMODL1")
-                .expect("the model's frames");
-            bit[at] = b'X';
-            fs::write(dir.path().join(file), &bit).expect("write");
-            text = text.replace(&old, &sha256_hex(&bit));
-        }
-        fs::write(&path, text).expect("write");
-        let cat = Catalog::load(dir.path(), None).expect("catalog");
-        let kjv = cat.get("kjv").expect("kjv");
-        let problem = kjv.problem.as_ref().expect("unusable").to_string();
+        let cat = edited(dir.path(), |t| t.replacen("table_crc = 0x", "table_crc = 0x1", 1));
+        let problem = cat.models[0].problem.as_ref().expect("unusable").to_string();
+        assert!(problem.contains("CRC-32"), "{problem}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cat = edited(dir.path(), |t| t.replacen("identity = \"", "identity = \"00", 1));
+        let problem = cat.models[0].problem.as_ref().expect("unusable").to_string();
+        assert!(problem.contains("declares identity"), "{problem}");
+    }
+
+    #[test]
+    fn a_model_for_an_engine_the_catalog_lacks_is_unusable_and_says_which() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cat = edited(dir.path(), |t| {
+            t.replacen("engine = \"trigram-v2\"\ntable", "engine = \"llama\"\ntable", 1)
+        });
+        let problem = cat.models[0].problem.as_ref().expect("unusable").to_string();
         assert!(
-            problem.contains("no identity") && problem.contains("mktable"),
+            problem.contains("\"llama\"") && problem.contains("trigram-v2"),
             "{problem}"
         );
+        assert!(cat.models[1].problem.is_none());
     }
 
     #[test]
@@ -579,30 +699,40 @@ mod tests {
         let text = fs::read_to_string(&path).expect("read");
         let m = Manifest::parse(&text, &path).expect("the shipped manifest");
         assert_eq!(m.model.len(), 2);
+        assert_eq!(m.engine.len(), 1);
         let again = toml::to_string(&m).expect("toml");
         assert_eq!(Manifest::parse(&again, &path), Ok(m));
-        let err = Manifest::parse("version = 2\n[shell]\nmajor = 1\ninterface_id = 1\n", &path)
-            .expect_err("version 2");
-        assert!(err.to_string().contains("version 2"), "{err}");
+        let err = Manifest::parse("version = 1\n[shell]\nmajor = 1\ninterface_id = 1\n", &path)
+            .expect_err("version 1");
+        assert!(err.to_string().contains("version 1"), "{err}");
     }
 
     #[test]
     fn paths_in_the_manifest_are_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let manifest = r#"
-version = 1
+version = 2
 [shell]
-major = 1
+major = 2
 interface_id = 1
-[[model]]
-name = "evil"
-tokenizer = "../../etc/passwd"
-tokenizer_sha256 = "00"
-[[model.image]]
-file = "x.bit"
+[[engine]]
+name = "e"
+kind = 1
+version = 2
+[[engine.image]]
+file = "e.bit"
 sha256 = "00"
 part = "p"
 slots = [0]
+[[model]]
+name = "evil"
+engine = "e"
+table = "../../etc/passwd"
+table_sha256 = "00"
+table_crc = 0
+identity = "00"
+tokenizer = "t.tok"
+tokenizer_sha256 = "00"
 "#;
         fs::write(dir.path().join(MANIFEST), manifest).expect("write");
         let err = Catalog::load(dir.path(), None).expect_err("refused");

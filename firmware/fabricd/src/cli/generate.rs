@@ -33,13 +33,13 @@ pub(super) fn generate(
         .context("starting the runtime")?;
     runtime.block_on(async {
         let attached = fabric_hw::attach(&root, RingConfig::default())?;
-        let (driver, _topology) = Driver::new(attached);
+        let (driver, _topology, _tables) = Driver::new(attached);
         let shell = driver.shell().clone();
         let slots = shell.slots();
         let pick = slots.iter().find(|s| {
             s.state == SlotState::Ready
                 && match &model {
-                    Some(name) => catalog.by_hash(&s.hash).is_some_and(|m| *m.name == **name),
+                    Some(name) => catalog.by_identity(&s.identity).is_some_and(|m| *m.name == **name),
                     None => true,
                 }
         });
@@ -53,7 +53,7 @@ pub(super) fn generate(
             }
         };
         let entry = catalog
-            .by_hash(&slot.hash)
+            .by_identity(&slot.identity)
             .with_context(|| format!("slot {} holds an image that is not in the catalog {}", slot.index, catalog.dir.display()))?
             .clone();
         let tokenizer = entry

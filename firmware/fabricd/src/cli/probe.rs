@@ -41,7 +41,7 @@ pub(super) fn probe(
         let name = match (&catalog, slot.state) {
             (_, SlotState::Empty) => String::new(),
             (Some(c), _) => c
-                .by_hash(&slot.hash)
+                .by_identity(&slot.identity)
                 .map_or_else(|| "(not in the catalog)".into(), |m| m.name.to_string()),
             (None, _) => "(no catalog)".into(),
         };
@@ -50,7 +50,7 @@ pub(super) fn probe(
             slot.index,
             slot.state.as_str(),
             name,
-            &slot.hash[..12],
+            &slot.identity[..12],
             slot.loads,
             slot.active,
             if slot.quiesced { ", quiesced" } else { "" },

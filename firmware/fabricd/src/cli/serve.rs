@@ -57,6 +57,17 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         };
         let sim = crate::serve::start_sim(&config, &src)?;
         config.root = sim.root.clone();
+        // The boot models' tables go in as the daemon starts.
+        for (slot, model) in sim.boot.iter().enumerate() {
+            match config.slot_models.get_mut(slot) {
+                Some(want) if want.is_empty() => *want = model.clone(),
+                Some(_) => {}
+                None => {
+                    config.slot_models.resize(slot, String::new());
+                    config.slot_models.push(model.clone());
+                }
+            }
+        }
         Some(sim)
     } else {
         None

@@ -19,6 +19,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fabric_hw::tables::Tables;
 use fabric_hw::contract::{CqeStatus, FaultCode, Finish};
 use fabric_hw::devtree::Topology;
 use fabric_hw::shell::{Completion, Drained, Rings, Shell, ShellError, Submission};
@@ -210,7 +211,7 @@ pub struct Driver {
 
 impl Driver {
     /// Must be called inside a tokio runtime (the watchdog's timer).
-    pub fn new(attached: Attached) -> (Driver, Topology) {
+    pub fn new(attached: Attached) -> (Driver, Topology, Tables) {
         let mut watchdog =
             tokio::time::interval_at(tokio::time::Instant::now() + WATCHDOG, WATCHDOG);
         watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -224,6 +225,7 @@ impl Driver {
                 faults: FaultLog::default(),
             },
             attached.topology,
+            attached.tables,
         )
     }
 

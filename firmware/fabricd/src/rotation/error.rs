@@ -8,6 +8,7 @@ use std::time::Duration;
 use fabric_hw::bitstream::BitstreamError;
 use fabric_hw::fpga::FpgaError;
 use fabric_hw::shell::ShellError;
+use fabric_hw::tables::TableError;
 
 use crate::catalog::{CatalogError, GateError};
 
@@ -59,12 +60,17 @@ pub enum RotationError {
     Quiesce { slot: u8, source: ShellError },
     #[error("slot {slot}")]
     Reconfigure { slot: u8, source: FpgaError },
-    #[error("slot {slot} reads {state} with image {found} after the load; expected ready with {expected}")]
+    #[error("slot {slot} reads {state} with {found} after the load; expected {expected}")]
     Readback {
         slot: u8,
         state: String,
         found: String,
         expected: String,
+    },
+    #[error("committing the table")]
+    Table {
+        #[from]
+        source: TableError,
     },
     // The failed load's whole chain: `error` is this error's story, not a
     // source to print after `restored`.
@@ -105,6 +111,13 @@ impl RotationError {
             RotationError::Stage { .. } => "staging_failed",
             RotationError::Quiesce { .. } => "quiesce_failed",
             RotationError::Reconfigure { .. } | RotationError::Readback { .. } => "load_failed",
+            RotationError::Table {
+                source: TableError::RegionTooSmall { .. },
+            } => "region_too_small",
+            RotationError::Table {
+                source: TableError::Refused { .. },
+            } => "commit_refused",
+            RotationError::Table { .. } => "load_failed",
             RotationError::RolledBack { .. } => "load_failed_rolled_back",
             RotationError::NoSchedule => "no_schedule",
             RotationError::Dark => "fabric_dark",
@@ -120,6 +133,8 @@ pub struct RotationConfig {
     pub quiesce_timeout: Duration,
     pub apply_timeout: Duration,
     pub full_timeout: Duration,
+    /// How long a slot may take to read a committed table in.
+    pub commit_timeout: Duration,
     pub schedule: Vec<String>,
 }
 
@@ -130,6 +145,7 @@ impl Default for RotationConfig {
             quiesce_timeout: Duration::from_secs(2),
             apply_timeout: Duration::from_secs(120),
             full_timeout: Duration::from_secs(300),
+            commit_timeout: Duration::from_secs(10),
             schedule: Vec::new(),
         }
     }
@@ -178,7 +194,10 @@ pub struct LoadReport {
     pub method: &'static str,
     pub staged_sha256: String,
     pub drain_ms: u128,
+    /// The partial reconfiguration (0 for a switch: the engine stayed).
     pub reconfigure_ms: u128,
+    /// The table's commit: written, read in by the engine, checked.
+    pub table_ms: u128,
     pub total_ms: u128,
     /// Set when the shell's UIO device moved and the daemon restarts.
     #[serde(skip_serializing_if = "Option::is_none")]

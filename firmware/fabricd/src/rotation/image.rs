@@ -1,11 +1,13 @@
-//! The image: checked against the catalog, the board and the shell before
-//! anything touches the fabric, then staged durably for the kernel.
+//! The image and the table: checked against the catalog, the board and the
+//! shell before anything touches the fabric; the image then staged durably
+//! for the kernel.
 
 use std::path::Path;
 
 use fabric_hw::bitstream;
 use fabric_hw::devtree::Topology;
 use fabric_hw::shell::ShellInfo;
+use fabric_model::table::Table;
 
 use super::RotationError;
 use crate::catalog::{self, gate, Catalog, CatalogModel, ImageKind};
@@ -18,9 +20,17 @@ pub(super) struct Checked {
     pub bin: Vec<u8>,
     /// SHA-256 of `bin`, for the load's report.
     pub sha256: String,
-    /// What the slot reports in SLOT_HASH once the image is in: the
-    /// model's identity.
+}
+
+/// A model's table, read afresh and checked, ready to commit.
+#[derive(Debug)]
+pub(super) struct CheckedTable {
+    pub bytes: Vec<u8>,
+    pub sha256: String,
+    /// What the slot must report once it holds it: the identity the table
+    /// declares, and the CRC-32 its engine computes.
     pub identity: String,
+    pub crc: u32,
 }
 
 /// Checks `model`'s image of `kind` for `slot`: the manifest's shell is
@@ -71,17 +81,48 @@ pub(super) fn check(
         source,
     })?;
     let sha256 = catalog::sha256_hex(&bin);
-    let identity = model
-        .identity
-        .clone()
-        .ok_or_else(|| catalog::CatalogError::NoIdentity {
-            model: model.name.to_string(),
-        })?;
-    Ok(Checked {
-        file,
-        bin,
-        sha256,
+    Ok(Checked { file, bin, sha256 })
+}
+
+/// Reads `model`'s table afresh (it may have changed since the catalog was
+/// read) and checks it as the catalog did: its SHA-256, the table as its
+/// engine would check it, and the identity and CRC the manifest gives.
+pub(super) fn check_table(
+    catalog: &Catalog,
+    model: &CatalogModel,
+) -> Result<CheckedTable, RotationError> {
+    let path = catalog.dir.join(&model.table.file);
+    let bytes = catalog::read_checked(&path, &model.table.sha256)?;
+    let bad = |problem: String| catalog::CatalogError::Table {
+        path: path.clone(),
+        problem,
+    };
+    let table = Table::from_bytes(&bytes).map_err(|e| bad(e.to_string()))?;
+    if table.engine_word() != model.engine.encode() {
+        return Err(bad(format!(
+            "it is for engine {:#010x}; model {} runs on {} ({})",
+            table.engine_word(),
+            model.name,
+            model.engine_name,
+            model.engine
+        ))
+        .into());
+    }
+    let identity = fabric_hw::shell::hex(&table.declared_identity());
+    let crc = table.crc();
+    if Some(&identity) != model.identity.as_ref() || crc != model.table.crc {
+        return Err(bad(format!(
+            "identity {identity} and CRC {crc:#010x}; the manifest says {} and {:#010x}",
+            model.identity.as_deref().unwrap_or("none"),
+            model.table.crc
+        ))
+        .into());
+    }
+    Ok(CheckedTable {
+        sha256: model.table.sha256.clone(),
+        bytes,
         identity,
+        crc,
     })
 }
 

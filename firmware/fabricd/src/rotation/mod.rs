@@ -1,6 +1,12 @@
 //! Model rotation: loading a model into a PR slot while the board keeps
 //! serving.
 //!
+//! A model is a table its engine reads from DDR (contract 2.0). Where the
+//! slot already runs the model's engine, loading the model is a **switch**:
+//! drain, quiesce, commit the table, check what the slot reports; no
+//! reconfiguration, and the other slots serve throughout. Otherwise the
+//! engine's partial image goes in first (below), then the table.
+//!
 //! # A partial load, in order
 //! 1. Checks, before anything touches the fabric: the model is named in the
 //!    catalog (never a path) and usable, its image's SHA-256 matches the
@@ -23,8 +29,12 @@
 //! 4. Quiesce: SLOT_CTRL.QUIESCE, then SLOT_SHUTDOWN polled until 0x0F.
 //! 5. Remove the slot's previous overlay, apply the new one through
 //!    configfs, and read its `status` back.
-//! 6. Read the slot back: SLOT_STATE ready and SLOT_HASH equal to the staged
-//!    image's SHA-256. Clear QUIESCE; the slot takes work again.
+//! 6. Read the slot back: SLOT_STATE no model, SLOT_ENGINE the model's
+//!    engine.
+//! 7. Commit the table (`fabric_hw::tables`): written into the slot's
+//!    region, cleaned from the cache, committed; the slot reads it in.
+//!    SLOT_STATE ready, SLOT_TABLE_CRC and SLOT_IDENTITY the catalog's.
+//!    Clear QUIESCE; the slot takes work again.
 //!
 //! A failure after step 3 rolls back: the previous model is staged and
 //! applied again the same way. Queued requests are never dropped: they run
@@ -65,6 +75,7 @@ use fabric_hw::contract::SlotState;
 use fabric_hw::devtree::Topology;
 use fabric_hw::fpga::{FpgaManager, Overlays};
 use fabric_hw::shell::Shell;
+use fabric_hw::tables::Tables;
 use fabric_hw::Root;
 
 use crate::catalog::{self, Catalog, CatalogModel, ImageKind};
@@ -87,6 +98,8 @@ pub struct Rotator {
     /// For what a load does to the shell itself: quiesce a slot, read it
     /// back. The slots' state is the scheduler's.
     shell: Arc<Shell>,
+    /// The slots' table regions, and their commit.
+    tables: Arc<Tables>,
     topology: Topology,
     sched: Control,
     stats: Arc<StatsHandle>,
@@ -115,6 +128,7 @@ impl Rotator {
         root: Root,
         catalog: Arc<Catalog>,
         shell: Arc<Shell>,
+        tables: Arc<Tables>,
         topology: Topology,
         sched: Control,
         stats: Arc<StatsHandle>,
@@ -148,6 +162,7 @@ impl Rotator {
             root,
             catalog,
             shell,
+            tables,
             topology,
             sched,
             stats,
@@ -225,9 +240,10 @@ impl Rotator {
                 slot: v.index,
                 replaced,
                 method: "flip",
-                staged_sha256: v.hash,
+                staged_sha256: String::new(),
                 drain_ms: 0,
                 reconfigure_ms: 0,
+                table_ms: 0,
                 total_ms: 0,
                 restart: None,
             });
@@ -370,6 +386,46 @@ impl Rotator {
         Duration::from_secs_f64(bytes as f64 / rate.max(1.0)) + Duration::from_millis(200)
     }
 
+    /// Whether `slot` runs `entry`'s engine: a switch puts the model in
+    /// with a table commit alone.
+    fn runs_engine(&self, slot: u8, entry: &CatalogModel) -> bool {
+        let here = self.shell.slot(slot);
+        here.engine == Some(entry.engine)
+            && matches!(
+                here.state,
+                SlotState::Ready
+                    | SlotState::NoModel
+                    | SlotState::Error(fabric_hw::contract::slot_error::BAD_TABLE)
+                    | SlotState::Error(fabric_hw::contract::slot_error::TABLE_READ)
+            )
+    }
+
+    /// Puts `entry` into the drained `slot`: its engine's partial image
+    /// first unless the slot runs it, then its table. Returns the method,
+    /// what was staged or committed (SHA-256), and how long the
+    /// reconfiguration and the commit took.
+    async fn put(
+        &self,
+        slot: u8,
+        entry: &CatalogModel,
+        table: image::CheckedTable,
+        image: Option<&image::Checked>,
+    ) -> Result<(&'static str, Duration, Duration), RotationError> {
+        let t = Instant::now();
+        let method = match image {
+            Some(checked) => {
+                self.program_partial(slot, checked, entry.engine).await?;
+                *self.rate.lock().unwrap_or_else(PoisonError::into_inner) =
+                    checked.bin.len() as f64 / t.elapsed().as_secs_f64().max(1e-3);
+                "partial"
+            }
+            None => "switch",
+        };
+        let reconfigure = t.elapsed();
+        let commit = self.program_table(slot, table, entry.engine).await?;
+        Ok((method, reconfigure, commit))
+    }
+
     async fn load_partial(
         &self,
         entry: &CatalogModel,
@@ -380,7 +436,13 @@ impl Rotator {
         let current = self.current();
         let slot =
             slot.unwrap_or_else(|| policy::pick_slot(&self.views(), &entry.name, current.as_ref()));
-        let checked = self.check(entry, slot, ImageKind::Partial)?;
+        let table = tokio::task::block_in_place(|| image::check_table(&self.catalog, entry))?;
+        let staged = table.sha256.clone();
+        let switch = self.runs_engine(slot, entry);
+        let checked = match switch {
+            true => None,
+            false => Some(self.check(entry, slot, ImageKind::Partial)?),
+        };
         let previous = self
             .views()
             .into_iter()
@@ -388,21 +450,23 @@ impl Rotator {
             .and_then(|v| v.model);
         let replaced = previous.as_deref().map(str::to_owned);
         log::info!(
-            "rotation: loading {} ({}) into slot {slot}{}",
+            "rotation: loading {} into slot {slot} ({}){}",
             entry.name,
-            checked.file,
+            match &checked {
+                Some(c) => format!("{}, then {}", c.file, entry.table.file),
+                None => format!("a switch: its engine is there; {}", entry.table.file),
+            },
             replaced
                 .as_deref()
                 .map(|r| format!(", replacing {r}"))
                 .unwrap_or_default()
         );
         let new_name: Arc<str> = entry.name.clone();
+        let estimate = checked.as_ref().map_or(Duration::from_millis(200), |c| {
+            self.estimate(c.bin.len())
+        });
         self.sched
-            .begin_load(
-                vec![slot],
-                new_name.clone(),
-                self.estimate(checked.bin.len()),
-            )
+            .begin_load(vec![slot], new_name.clone(), estimate)
             .await;
         let drained = match self.drain_slots(&[slot], force).await {
             Ok(d) => d,
@@ -417,15 +481,9 @@ impl Rotator {
             .chain(std::iter::once(new_name.clone()))
             .collect();
         let reconfig_id = self.stats.reconfig_start(Some(disturbed));
-        let t = Instant::now();
-        let result = self.program_partial(slot, &checked).await;
-        let reconfigure = t.elapsed();
+        let result = self.put(slot, entry, table, checked.as_ref()).await;
         let outcome = match result {
-            Ok(()) => {
-                *self.rate.lock().unwrap_or_else(PoisonError::into_inner) =
-                    checked.bin.len() as f64 / reconfigure.as_secs_f64().max(1e-3);
-                Ok(())
-            }
+            Ok(done) => Ok(done),
             Err(error) => {
                 log::error!(
                     "rotation: loading {} into slot {slot} failed: {}",
@@ -445,7 +503,7 @@ impl Rotator {
                             )
                         }
                     },
-                    None => format!("slot {slot} stays empty"),
+                    None => format!("slot {slot} holds no model"),
                 };
                 Err(RotationError::RolledBack {
                     error: Box::new(error),
@@ -457,22 +515,24 @@ impl Rotator {
         let restart = self.device_moved().await;
         self.sched.end_load(vec![slot], outcome.is_ok()).await;
         self.stats.reconfig_end(reconfig_id);
-        outcome?;
+        let (method, reconfigure, commit) = outcome?;
         self.sched.set_default(new_name, None).await;
         log::info!(
-            "rotation: slot {slot} runs {} (drain {:.0} ms, reconfiguration {:.0} ms)",
+            "rotation: slot {slot} runs {} ({method}: drain {:.0} ms, reconfiguration {:.0} ms, table {:.0} ms)",
             entry.name,
             drained.as_secs_f64() * 1e3,
-            reconfigure.as_secs_f64() * 1e3
+            reconfigure.as_secs_f64() * 1e3,
+            commit.as_secs_f64() * 1e3
         );
         Ok(LoadReport {
             model: entry.name.to_string(),
             slot,
             replaced,
-            method: "partial",
-            staged_sha256: checked.sha256,
+            method,
+            staged_sha256: checked.map_or(staged, |c| c.sha256),
             drain_ms: drained.as_millis(),
             reconfigure_ms: reconfigure.as_millis(),
+            table_ms: commit.as_millis(),
             total_ms: start.elapsed().as_millis(),
             restart,
         })
@@ -480,15 +540,18 @@ impl Rotator {
 
     async fn restore(&self, slot: u8, model: &str) -> Result<(), RotationError> {
         let entry = self.catalog.get(model)?.clone();
-        let checked = self.check(&entry, slot, ImageKind::Partial)?;
+        let table = tokio::task::block_in_place(|| image::check_table(&self.catalog, &entry))?;
+        let checked = match self.runs_engine(slot, &entry) {
+            true => None,
+            false => Some(self.check(&entry, slot, ImageKind::Partial)?),
+        };
+        let estimate = checked.as_ref().map_or(Duration::from_millis(200), |c| {
+            self.estimate(c.bin.len())
+        });
         self.sched
-            .begin_load(
-                vec![slot],
-                Arc::from(model),
-                self.estimate(checked.bin.len()),
-            )
+            .begin_load(vec![slot], Arc::from(model), estimate)
             .await;
-        self.program_partial(slot, &checked).await
+        self.put(slot, &entry, table, checked.as_ref()).await.map(|_| ())
     }
 
     async fn load_full(
@@ -508,6 +571,7 @@ impl Rotator {
         };
         let through_region = matches!(path, program::FullPath::Region(_));
         let checked = self.check(entry, 0, ImageKind::Full)?;
+        let table = tokio::task::block_in_place(|| image::check_table(&self.catalog, entry))?;
         let slots: Vec<u8> = (0..self.shell.info().slots as u8).collect();
         let replaced = self
             .views()
@@ -531,9 +595,10 @@ impl Rotator {
         let reconfig_id = self.stats.reconfig_start(None);
         self.sched.dark().await;
         let t = Instant::now();
-        let result = self.program_full(path, &checked).await;
+        let result = self.program_full(path, &checked, entry.engine).await;
         let reconfigure = t.elapsed();
         let mut restart = None;
+        let mut table_time = Duration::ZERO;
         if result.is_ok() && through_region {
             // The region code removed the shell's devices and added them
             // again: every handle to the old ones is invalid, whatever
@@ -554,6 +619,19 @@ impl Rotator {
                 }
             }
         }
+        // The engine is in every slot, no model yet: the model's table into
+        // slot 0 (a restarting daemon fills the slots as it starts).
+        let result = match result {
+            Ok(()) if restart.is_none() => match self.program_table(0, table, entry.engine).await {
+                Ok(took) => {
+                    table_time = took;
+                    self.shell.set_quiesce(0, false);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+            other => other,
+        };
         self.sched.end_load(slots, result.is_ok()).await;
         self.stats.reconfig_end(reconfig_id);
         result?;
@@ -566,6 +644,7 @@ impl Rotator {
             staged_sha256: checked.sha256,
             drain_ms: drained.as_millis(),
             reconfigure_ms: reconfigure.as_millis(),
+            table_ms: table_time.as_millis(),
             total_ms: start.elapsed().as_millis(),
             restart,
         })

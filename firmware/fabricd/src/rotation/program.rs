@@ -1,19 +1,20 @@
 //! The program step: staging what the kernel reads, the kernel's own step
-//! (an overlay for a partial load, the FPGA manager for a full one), and
-//! one read-back of the shell that both share. Each runs on a blocking
-//! thread: the kernel's writes block for the whole load.
+//! (an overlay for a partial load, the FPGA manager for a full one), the
+//! read-back of the engine the shell then reports, and the table's commit
+//! that puts the model in. Each runs on a blocking thread: the kernel's
+//! writes block for the whole load, a commit for the table's read.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use fabric_hw::contract::SlotState;
+use fabric_hw::contract::{EngineId, SlotState};
 use fabric_hw::devtree::slot_overlay;
 use fabric_hw::fpga::{FpgaError, FpgaManager, Overlays};
 use fabric_hw::root::FIRMWARE_SUBDIR;
 use fabric_hw::shell::Shell;
 use fabric_hw::Root;
 
-use super::image::{stage, Checked};
+use super::image::{stage, Checked, CheckedTable};
 use super::{RotationError, Rotator, OVERLAY_PREFIX};
 
 /// How long a slot may take to report the new module once the kernel says
@@ -21,12 +22,15 @@ use super::{RotationError, Rotator, OVERLAY_PREFIX};
 const PARTIAL_READBACK: Duration = Duration::from_secs(2);
 
 impl Rotator {
-    /// A partial load of `checked` into `slot` (steps 2 and 4 to 6 of the
-    /// order in [`super`]): stage, quiesce, the kernel's step, read back.
+    /// A partial load of `checked` (an image of `engine`) into `slot`
+    /// (steps 2 and 4 to 6 of the order in [`super`]): stage, quiesce, the
+    /// kernel's step, read back the engine. The slot stays quiesced, for
+    /// the table's commit.
     pub(super) async fn program_partial(
         &self,
         slot: u8,
         checked: &Checked,
+        engine: EngineId,
     ) -> Result<(), RotationError> {
         let staged = self.staged_dir();
         let bin_name = format!("slot{slot}.bin");
@@ -56,37 +60,78 @@ impl Rotator {
             .clone()
             .ok_or(RotationError::Internal("no overlays".into()))?;
         let (quiesce, apply) = (self.config.quiesce_timeout, self.config.apply_timeout);
-        let expected = checked.identity.clone();
         blocking(move || {
             shell
                 .quiesce(slot, quiesce)
                 .map_err(|source| RotationError::Quiesce { slot, source })?;
             apply_partial(&overlays, slot, &dtbo, apply)
                 .map_err(|source| RotationError::Reconfigure { slot, source })?;
-            read_back(&shell, slot, &expected, PARTIAL_READBACK)
+            read_back(&shell, slot, engine, PARTIAL_READBACK)
         })
         .await
     }
 
-    /// A full load of `checked`: stage, the kernel's step, read back slot 0
-    /// once the shell is back from its power-on reset.
+    /// Commits `table` into `slot`, whose engine runs it (contract section
+    /// 7, "Committing a table"): quiesce (a no-op after a partial load,
+    /// which left it so), write and commit, then the slot's report checked
+    /// against the catalog: its engine, the CRC its engine computed, the
+    /// identity the table declares. Returns how long the commit took.
+    pub(super) async fn program_table(
+        &self,
+        slot: u8,
+        table: CheckedTable,
+        engine: EngineId,
+    ) -> Result<Duration, RotationError> {
+        let shell = self.shell.clone();
+        let tables = self.tables.clone();
+        let (quiesce, commit) = (self.config.quiesce_timeout, self.config.commit_timeout);
+        blocking_value(move || {
+            shell
+                .quiesce(slot, quiesce)
+                .map_err(|source| RotationError::Quiesce { slot, source })?;
+            let got = tables.commit(&shell, slot, &table.bytes, commit)?;
+            if got.engine != Some(engine) || got.crc != table.crc || got.identity != table.identity
+            {
+                return Err(RotationError::Readback {
+                    slot,
+                    state: "ready".into(),
+                    found: format!(
+                        "engine {}, table CRC {:#010x}, identity {}",
+                        got.engine.map_or("none".into(), |e| e.to_string()),
+                        got.crc,
+                        got.identity
+                    ),
+                    expected: format!(
+                        "engine {engine}, table CRC {:#010x}, identity {}",
+                        table.crc, table.identity
+                    ),
+                });
+            }
+            Ok(got.took)
+        })
+        .await
+    }
+
+    /// A full load of `checked` (`engine` in every slot): stage, the
+    /// kernel's step, read back slot 0's engine once the shell is back from
+    /// its power-on reset.
     pub(super) async fn program_full(
         &self,
         path: FullPath,
         checked: &Checked,
+        engine: EngineId,
     ) -> Result<(), RotationError> {
         let name = "full.bin";
         tokio::task::block_in_place(|| stage(&self.staged_dir().join(name), &checked.bin))?;
         let firmware = format!("{FIRMWARE_SUBDIR}/staged/{name}");
         let timeout = self.config.full_timeout;
         let shell = self.shell.clone();
-        let expected = checked.identity.clone();
         let root = self.root.clone();
         let staged_dtbo = self.staged_dir().join("shell-full.dtbo");
         blocking(move || {
             load_full(&path, &root, &firmware, &staged_dtbo, timeout)
                 .map_err(|source| RotationError::Reconfigure { slot: 0, source })?;
-            read_back(&shell, 0, &expected, timeout)
+            read_back(&shell, 0, engine, timeout)
         })
         .await
     }
@@ -141,28 +186,31 @@ fn load_full(
 }
 
 /// Waits until the shell reports the new module in `slot`: back from any
-/// power-on reset (MAGIC right, not dark), the slot ready, its hash the
-/// staged image's. On a kernel the load is over when its write returns;
-/// the simulator answers later; reading back works on both.
+/// power-on reset (MAGIC right), the slot holding `engine` with no model
+/// yet. On a kernel the load is over when its write returns; the simulator
+/// answers later; reading back works on both.
 fn read_back(
     shell: &Shell,
     slot: u8,
-    expected: &str,
+    engine: EngineId,
     timeout: Duration,
 ) -> Result<(), RotationError> {
     let start = Instant::now();
     loop {
-        if shell.magic_ok() && !shell.is_dark() {
+        if shell.magic_ok() {
             let s = shell.slot(slot);
-            if s.state == SlotState::Ready && s.hash == expected {
+            if s.state == SlotState::NoModel && s.engine == Some(engine) {
                 return Ok(());
             }
             if start.elapsed() > timeout || matches!(s.state, SlotState::Error(_)) {
                 return Err(RotationError::Readback {
                     slot,
                     state: format!("{:?}", s.state),
-                    found: s.hash,
-                    expected: expected.to_owned(),
+                    found: format!(
+                        "engine {}",
+                        s.engine.map_or("none".into(), |e| e.to_string())
+                    ),
+                    expected: format!("no model yet, engine {engine}"),
                 });
             }
         } else if start.elapsed() > timeout {
@@ -175,6 +223,12 @@ fn read_back(
 async fn blocking(
     f: impl FnOnce() -> Result<(), RotationError> + Send + 'static,
 ) -> Result<(), RotationError> {
+    blocking_value(f).await
+}
+
+async fn blocking_value<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, RotationError> + Send + 'static,
+) -> Result<T, RotationError> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| RotationError::Internal(format!("the load task failed: {e}")))?

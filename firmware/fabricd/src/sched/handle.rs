@@ -123,7 +123,7 @@ impl Published {
     }
 
     /// The slots change only on commands and shell events; copying them
-    /// (with their hashes) on every event would cost allocations a request.
+    /// (with their identities) on every event would cost allocations a request.
     pub(super) fn publish_view(&self, state: &State) {
         let view = state.view();
         let mut guard = self.view.lock().unwrap_or_else(PoisonError::into_inner);
@@ -131,7 +131,7 @@ impl Published {
             let models = |v: &FabricView| {
                 v.slots
                     .iter()
-                    .map(|s| (s.model.clone(), s.hash.clone()))
+                    .map(|s| (s.model.clone(), s.identity.clone()))
                     .collect::<Vec<_>>()
             };
             if models(&guard) != models(&view) {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use fabric_hw::contract::SlotState;
+use fabric_hw::contract::{EngineId, SlotState};
 use fabric_hw::shell::SlotStatus;
 use tokio::sync::oneshot;
 
@@ -15,24 +15,29 @@ use tokio::sync::oneshot;
 pub struct ShellSlot {
     pub index: u8,
     pub state: SlotState,
-    /// The catalog's name for the image in the slot (none when empty or
-    /// not in the catalog).
+    /// The engine its module reports.
+    pub engine: Option<EngineId>,
+    /// The catalog's name for the model the slot holds (none without a
+    /// table, or with one not in the catalog).
     pub model: Option<Arc<str>>,
-    pub hash: String,
+    /// The identity its table declares.
+    pub identity: String,
 }
 
 impl ShellSlot {
-    /// A slot's registers, named by `name_of` (a catalog lookup by hash).
+    /// A slot's registers, named by `name_of` (a catalog lookup by the
+    /// identity its table declares).
     pub fn read(s: SlotStatus, name_of: impl Fn(&str) -> Option<Arc<str>>) -> ShellSlot {
         let model = match s.state {
-            SlotState::Empty => None,
-            _ => name_of(&s.hash),
+            SlotState::Empty | SlotState::NoModel => None,
+            _ => name_of(&s.identity),
         };
         ShellSlot {
             index: s.index,
             state: s.state,
+            engine: s.engine,
             model,
-            hash: s.hash,
+            identity: s.identity,
         }
     }
 }
@@ -46,7 +51,10 @@ pub struct SlotView {
     pub state: SlotState,
     /// The model it holds, or the one being loaded into it.
     pub model: Option<Arc<str>>,
-    pub hash: String,
+    /// The engine its module reports.
+    pub engine: Option<EngineId>,
+    /// The identity its table declares.
+    pub identity: String,
     /// Whether new work may start here (false while draining for a load).
     pub accepting: bool,
     /// When a load last put a model here (for the least recently loaded
@@ -147,7 +155,8 @@ impl Slot {
             index: self.index(),
             state: self.state(),
             model: self.model().cloned(),
-            hash: self.shell.hash.clone(),
+            engine: self.shell.engine,
+            identity: self.shell.identity.clone(),
             accepting: self.accepting,
             loaded_at: self.loaded_at,
         }

@@ -43,7 +43,7 @@ pub fn spawn(
 ) -> Scheduler {
     let shell = driver.shell().clone();
     let info = shell.info().clone();
-    let name_of = |hash: &str| catalog.by_hash(hash).map(|m| m.name.clone());
+    let name_of = |hash: &str| catalog.by_identity(hash).map(|m| m.name.clone());
     let slots = shell
         .slots()
         .into_iter()
@@ -112,10 +112,10 @@ impl Task {
             return;
         }
         let shell = self.driver.shell();
-        if !shell.magic_ok() || shell.is_dark() {
+        if !shell.magic_ok() {
             return;
         }
-        let name_of = |hash: &str| self.catalog.by_hash(hash).map(|m| m.name.clone());
+        let name_of = |hash: &str| self.catalog.by_identity(hash).map(|m| m.name.clone());
         let slots = shell
             .slots()
             .into_iter()

@@ -10,6 +10,7 @@
 //!    written into buffers we are about to unmap.
 //! 4. Stop the simulator if we started it; exit 0.
 
+use fabric_hw::contract::SlotState;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,7 +101,7 @@ pub async fn run_ready(
         let root = root.clone();
         tokio::task::block_in_place(|| fabric_hw::attach(&root, RingConfig::default()))?
     };
-    let (driver, topology) = Driver::new(attached);
+    let (driver, topology, tables) = Driver::new(attached);
     let shell = driver.shell().clone();
     let info = shell.info().clone();
     // Read once the board is known, so that every image is checked against
@@ -127,6 +128,7 @@ pub async fn run_ready(
         root.clone(),
         catalog.clone(),
         shell.clone(),
+        Arc::new(tables),
         topology,
         scheduler.handle.control().clone(),
         stats.clone(),
@@ -135,7 +137,8 @@ pub async fn run_ready(
     ));
     // A restart finds the models the fabric kept running: nothing is
     // reflashed.
-    for v in &scheduler.handle.published().view().slots {
+    let boot_views = scheduler.handle.published().view().slots.clone();
+    for v in &boot_views {
         log::info!(
             "serve: slot {} {} {}",
             v.index,
@@ -251,30 +254,52 @@ pub async fn run_ready(
         })
     });
     // The slots the configuration wants (one model in every slot, say),
-    // loaded one at a time while the others serve.
-    let holding = (!config.slot_models.is_empty()).then(|| {
+    // loaded one at a time while the others serve; and a slot that holds an
+    // engine but no model (a board just booted: its full image carries the
+    // engines, not the models) gets the catalog's models in turn.
+    let holding = {
         let rotator = rotator.clone();
-        let want = config.slot_models.clone();
-        tokio::spawn(async move {
-            for (slot, model) in want.iter().enumerate() {
-                let Ok(slot) = u8::try_from(slot) else { break };
-                if model.is_empty() {
-                    continue;
-                }
-                match rotator.hold(slot, model).await {
-                    Ok(None) => {}
-                    Ok(Some(r)) => log::info!(
-                        "serve: slot {slot} now holds {model} as configured ({} ms)",
-                        r.total_ms
-                    ),
-                    Err(e) => log::error!(
-                        "serve: slot {slot} should hold {model}: {}",
-                        fabric_hw::Chain(&e)
-                    ),
-                }
+        let mut want = config.slot_models.clone();
+        let views = boot_views;
+        let usable: Vec<String> = catalog
+            .models
+            .iter()
+            .filter(|m| m.problem.is_none())
+            .map(|m| m.name.to_string())
+            .collect();
+        for v in &views {
+            let i = usize::from(v.index);
+            if v.state == SlotState::NoModel
+                && want.get(i).is_none_or(String::is_empty)
+                && !usable.is_empty()
+            {
+                want.resize(want.len().max(i + 1), String::new());
+                want[i] = usable[i % usable.len()].clone();
             }
+        }
+        (!want.iter().all(String::is_empty)).then(|| {
+            tokio::spawn(async move {
+                for (slot, model) in want.iter().enumerate() {
+                    let Ok(slot) = u8::try_from(slot) else { break };
+                    if model.is_empty() {
+                        continue;
+                    }
+                    match rotator.hold(slot, model).await {
+                        Ok(None) => {}
+                        Ok(Some(r)) => log::info!(
+                            "serve: slot {slot} now holds {model} ({}, {} ms)",
+                            r.method,
+                            r.total_ms
+                        ),
+                        Err(e) => log::error!(
+                            "serve: slot {slot} should hold {model}: {}",
+                            fabric_hw::Chain(&e)
+                        ),
+                    }
+                }
+            })
         })
-    });
+    };
     ready.fire();
     log::info!("serve: ready");
 

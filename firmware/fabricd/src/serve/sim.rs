@@ -14,6 +14,9 @@ pub struct SimChild {
     child: std::process::Child,
     _dir: tempfile::TempDir,
     pub root: PathBuf,
+    /// The models the slots boot with, in slot order: their engines are in,
+    /// their tables the daemon commits.
+    pub boot: Vec<String>,
 }
 
 impl Drop for SimChild {
@@ -90,13 +93,16 @@ pub fn start_sim(config: &Config, catalog_src: &Path) -> anyhow::Result<SimChild
         config.configfs.clone(),
         "--die-with-parent".into(),
     ];
+    // Each slot boots with its model's engine (a partial image carries an
+    // engine); the daemon then commits the model's table, as it fills any
+    // slot that holds an engine and no model.
     for (slot, name) in boot.iter().enumerate() {
         let model = catalog.get(name)?;
         let image = model
             .images
             .iter()
-            .find(|i| i.slots.contains(&(slot as u8)))
-            .with_context(|| format!("model {name} has no image for slot {slot}"))?;
+            .find(|i| i.slots.contains(&(slot as u8)) && i.is(crate::catalog::ImageKind::Partial))
+            .with_context(|| format!("model {name}'s engine has no image for slot {slot}"))?;
         args.push("--load".into());
         args.push(format!("{slot}={}", image.file));
     }
@@ -110,6 +116,7 @@ pub fn start_sim(config: &Config, catalog_src: &Path) -> anyhow::Result<SimChild
         child,
         _dir: dir,
         root: root.clone(),
+        boot: boot.clone(),
     };
     let ready = root.join("sim/ready");
     let start = Instant::now();
