@@ -4,7 +4,7 @@
 # HAProxy throughout:
 #   - requests of one session land on one board, by header or body field;
 #   - a rotation of every board under a light load: every request 200;
-#   - a board whose model image is unusable stops the rotation: exit 1, the
+#   - a board whose model's table is unusable stops the rotation: exit 1, the
 #     board and the reason named, that board out of service (maintenance),
 #     the others answering 200 through HAProxy; fixed, a second rotation of
 #     it alone puts it back;
@@ -152,29 +152,29 @@ serving_without() {
     fi
 }
 
-# ---- a board whose model image is unusable stops the rotation
+# ---- a board whose model's table is unusable stops the rotation
 root2=$(sed -n 's/.*simulated fabric at \([^ ]*\) with.*/\1/p' "$dir/board2/fabricd.log" | head -1)
-image="$root2/lib/firmware/fabricd/kjv.bit"
-if [ -z "$root2" ] || [ ! -f "$image" ]; then
-    fail "board2's simulated root or its kjv.bit was not found (root \"$root2\")"
+table="$root2/lib/firmware/fabricd/kjv.ftb"
+if [ -z "$root2" ] || [ ! -f "$table" ]; then
+    fail "board2's simulated root or its kjv.ftb was not found (root \"$root2\")"
 else
     # A new file in place of the old one: the repository's is never touched.
-    cp "$image" "$work/kjv.bit.good"
-    { cat "$work/kjv.bit.good"; printf 'not a bitstream'; } > "$image.new" && mv "$image.new" "$image"
+    cp "$table" "$work/kjv.ftb.good"
+    { cat "$work/kjv.ftb.good"; printf 'not a table'; } > "$table.new" && mv "$table.new" "$table"
     "$repo/scripts/fleet-rotate" --dir "$dir" --ready-timeout 60 kjv > "$work/rotate2" 2>&1
     rc=$?
     if [ "$rc" = 1 ] && grep -q "board2 did not come back: the rotation failed" "$work/rotate2" &&
         grep -q "board1: back in service" "$work/rotate2" && ! grep -q "board3: draining" "$work/rotate2"; then
-        ok "an unusable image on board2 stops the rotation there (exit 1): $(grep 'did not come back' "$work/rotate2" | cut -c1-160)"
+        ok "an unusable table on board2 stops the rotation there (exit 1): $(grep 'did not come back' "$work/rotate2" | cut -c1-160)"
     else
-        fail "fleet-rotate with board2's image unusable exited $rc: $(cat "$work/rotate2")"
+        fail "fleet-rotate with board2's table unusable exited $rc: $(cat "$work/rotate2")"
     fi
     expect_state board2 MAINT "board2 is left in maintenance in HAProxy"
     expect_state board1 UP "board1 stays UP"
     expect_state board3 UP "board3 stays UP"
     serving_without board2
     # Fixed, it is rotated again on its own and comes back.
-    cp "$work/kjv.bit.good" "$image.new" && mv "$image.new" "$image"
+    cp "$work/kjv.ftb.good" "$table.new" && mv "$table.new" "$table"
     if "$repo/scripts/fleet-rotate" --dir "$dir" --boards board2 --ready-timeout 60 kjv > "$work/rotate3" 2>&1 &&
         [ "$(state board2)" = UP ]; then
         ok "fixed, board2 rotated again on its own is back in service"

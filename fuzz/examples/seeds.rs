@@ -32,6 +32,7 @@ fn main() -> Result<()> {
     )?;
     control_lines(&seeds)?;
     request_heads(&seeds)?;
+    tables(&seeds)?;
     Ok(())
 }
 
@@ -71,10 +72,39 @@ fn completion_bodies(s: &Seeds) -> Result<()> {
     Ok(())
 }
 
+/// Small tables as `mktable` writes them (the shipped ones are 2.4 MB):
+/// a model of a few hundred short documents, and one of a single token,
+/// whose indexes are empty.
+fn tables(s: &Seeds) -> Result<()> {
+    use fabric_model::ngram::{Model, Pruning};
+    use fabric_model::table::Table;
+    let mut x = 3u64;
+    let mut next = move || {
+        // SplitMix64, as the engine draws.
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let docs: Vec<Vec<u32>> = (0..60)
+        .map(|_| (0..(next() % 12 + 1)).map(|_| 300 + (next() % 24) as u32).collect())
+        .collect();
+    let pruning = Pruning {
+        trigram_min_count: 1,
+        ..Pruning::default()
+    };
+    for (name, docs) in [("small", docs), ("one-token", vec![vec![300]])] {
+        let model = Model::train(name, 400, &docs, pruning);
+        s.write("table", &format!("{name}.ftb"), &Table::build(&model)?.to_bytes())?;
+    }
+    Ok(())
+}
+
 /// The shipped images' headers, with the start of their configuration data
 /// (the whole files are a megabyte each): a `.bit`, and its `.bin`.
 fn bitstreams(s: &Seeds, repo: &Path) -> Result<()> {
-    for name in ["kjv", "kjv-full"] {
+    for name in ["trigram-v2", "trigram-v2-full"] {
         let bit = fs::read(repo.join(format!("bitstreams/{name}.bit")))?;
         let h = bitstream::parse_header(&bit)?;
         let info = bitstream::inspect(&bit)?;
@@ -200,6 +230,7 @@ fn control_lines(s: &Seeds) -> Result<()> {
             slot: Some(1),
             force: true,
             full: false,
+            reflash: true,
         },
         Command::Rotate,
         Command::Drain {

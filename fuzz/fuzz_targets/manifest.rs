@@ -2,9 +2,10 @@
 //! everything `Catalog::load` checks before it opens a file the manifest
 //! names.
 //!
-//! Beyond not panicking: a manifest that parses is version 1, names each
-//! model once with a valid name and only plain file names, and written back
-//! as TOML parses to the same manifest; a refusal names the file.
+//! Beyond not panicking: a manifest that parses is version 2, names each
+//! engine and model once with a valid name, gives every engine an image,
+//! names only plain files, and written back as TOML parses to the same
+//! manifest; a refusal names the file.
 #![no_main]
 
 use std::collections::BTreeSet;
@@ -26,12 +27,16 @@ fuzz_target!(|bytes: &[u8]| {
             return;
         }
     };
-    assert_eq!(manifest.version, 1);
+    assert_eq!(manifest.version, 2);
     let mut names = BTreeSet::new();
+    for e in &manifest.engine {
+        assert!(valid_model_name(&e.name) && names.insert(("engine", &e.name)));
+        assert!(!e.image.is_empty());
+        assert!(e.image.iter().all(|i| plain_name(&i.file)));
+    }
     for m in &manifest.model {
-        assert!(valid_model_name(&m.name) && names.insert(&m.name));
-        assert!(!m.image.is_empty());
-        assert!(plain_name(&m.tokenizer) && m.image.iter().all(|i| plain_name(&i.file)));
+        assert!(valid_model_name(&m.name) && names.insert(("model", &m.name)));
+        assert!(plain_name(&m.tokenizer) && plain_name(&m.table));
     }
     let again = toml::to_string(&manifest).expect("a manifest writes as TOML");
     let back = Manifest::parse(&again, path).unwrap_or_else(|e| panic!("{again}: {e}"));

@@ -273,6 +273,8 @@ pub struct SlotRegs {
     pub ctrl: Reg<SLOT_CTRL::Register, Host>,
     pub shutdown: DevU32,
     pub active: DevU32,
+    /// Table commits the slot acted on since power-on, whatever the table
+    /// turned out to be: a refused commit leaves it as it was.
     pub loads: DevU32,
     /// The CRC-32 the engine computed over the committed table as it read
     /// it in.
@@ -881,8 +883,7 @@ mod tests {
         assert_eq!(&slot.read_identity(&w)[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(slot.engine.offset(), 0x144);
         assert_eq!(slot.table_commit.offset(), 0x31C);
-        slot.engine
-            .device_write(&w, EngineId::TRIGRAM_V2.encode());
+        slot.engine.device_write(&w, EngineId::TRIGRAM_V2.encode());
         assert_eq!(
             EngineId::decode(slot.engine.get(&w)),
             Some(EngineId::TRIGRAM_V2)

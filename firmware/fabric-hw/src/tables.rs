@@ -169,12 +169,13 @@ impl Tables {
         }
         let took = start.elapsed();
         let s = shell.slot(slot);
-        let fault = REG_FAULT_CODE.get(r);
-        let failed = matches!(s.state, SlotState::Error(_));
-        if s.loads == loads && !(failed && fault != FaultCode::CommitRefused as u32) {
-            // Refused: the slot is as it was (a refused commit loads
-            // nothing, and says so in FAULT_CODE).
-            return Err(TableError::Refused { slot, fault });
+        if s.loads == loads {
+            // Refused: a commit the slot acts on counts in SLOT_LOADS, good
+            // table or bad; a refused one changes nothing but FAULT_CODE.
+            return Err(TableError::Refused {
+                slot,
+                fault: REG_FAULT_CODE.get(r),
+            });
         }
         match s.state {
             SlotState::Ready => Ok(Committed {

@@ -160,7 +160,10 @@ mod tests {
         assert!(header.is_partial());
         assert_eq!(header.user_id(), Some(0x5EED_0001));
         assert_eq!(loaded.engine, EngineId::TRIGRAM_V2);
-        assert!(bit.len() > ENGINE_IMAGE_BYTES, "as large as a partition's frames");
+        assert!(
+            bit.len() > ENGINE_IMAGE_BYTES,
+            "as large as a partition's frames"
+        );
         let bin = bitstream::to_bin(&bit).expect("bin");
         let loaded = load(&bin).expect("bin loads");
         assert!(loaded.header.is_none());

@@ -104,7 +104,10 @@ fn build_index(keys: &[(u32, u32)]) -> (u32, Vec<u32>) {
         // No home buckets: one empty bucket, so a probe ends at once.
         return (0, vec![0, 0]);
     }
-    let bits = (keys.len() * LOAD_DIVISOR).next_power_of_two().trailing_zeros().max(1);
+    let bits = (keys.len() * LOAD_DIVISOR)
+        .next_power_of_two()
+        .trailing_zeros()
+        .max(1);
     let mut buckets: Vec<(u32, u32)> = vec![(0, 0); 1 << bits];
     for &(key, entry) in keys {
         let mut b = home(key, bits);
@@ -212,7 +215,7 @@ impl Table {
             .collect();
         let table = Table { words };
         let declared = table.check()?;
-        if declared != table.words.len() || bytes.len() % 4 != 0 {
+        if declared != table.words.len() || !bytes.len().is_multiple_of(4) {
             return Err(TableError::Length {
                 declared,
                 have: bytes.len() / 4,
@@ -466,9 +469,16 @@ mod tests {
             assert_eq!(n, span.len as usize, "trigram {a} {b}");
         }
         let (bi, tri) = (t.words[5] as usize, t.words[6] as usize);
-        assert_eq!(t.words[tri - 1], 0, "the bigram index ends with an empty bucket");
+        assert_eq!(
+            t.words[tri - 1],
+            0,
+            "the bigram index ends with an empty bucket"
+        );
         let s = t.stats();
-        assert!(s.bigram_buckets * 2 >= 2 * c.bigram.len(), "at most half full");
+        assert!(
+            s.bigram_buckets * 2 >= 2 * c.bigram.len(),
+            "at most half full"
+        );
         assert_eq!(bi, HEADER_WORDS);
         assert_eq!(s.words, t.words.len());
     }
@@ -503,7 +513,10 @@ mod tests {
         ));
         let mut no = bytes;
         no[0] = 0;
-        assert!(matches!(Table::from_bytes(&no), Err(TableError::Magic { .. })));
+        assert!(matches!(
+            Table::from_bytes(&no),
+            Err(TableError::Magic { .. })
+        ));
     }
 
     #[test]

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use fabric_hw::contract::*;
 use fabric_hw::dma::{decode_sync_command, DmaBuf, SyncDirection};
 use fabric_hw::mmio::{Mmio, RegisterWindow};
-use fabric_hw::shell::Counters;
 use fabric_hw::sampling::{Sampling, SplitMix64};
+use fabric_hw::shell::Counters;
 use fabric_model::table::{Table, TableError, HEADER_WORDS};
 
 use crate::config::SimConfig;
@@ -385,8 +385,10 @@ impl Fabric {
             *c = None;
         }
         for s in 0..self.slots.len() {
-            // TABLE_COMMIT reads 0 again; so does SLOT_COMMITTED.
+            // TABLE_COMMIT reads 0 again; so do SLOT_COMMITTED and
+            // SLOT_LOADS.
             self.slots[s].committed = 0;
+            self.slots[s].loads = 0;
             self.slots[s].commit = None;
             self.write_slot(s);
         }
@@ -839,7 +841,6 @@ impl Fabric {
                     Ok(t) => {
                         slot.table = Some(t);
                         slot.state = SlotState::Ready;
-                        slot.loads = slot.loads.wrapping_add(1);
                     }
                     Err(code) => {
                         slot.table = None;
@@ -886,6 +887,7 @@ impl Fabric {
             ));
             let slot = &mut self.slots[s];
             slot.state = SlotState::Loading;
+            slot.loads = slot.loads.wrapping_add(1);
             slot.table = None;
             slot.dirty = true;
             slot.commit = Some(PendingCommit {
@@ -911,7 +913,9 @@ impl Fabric {
         };
         self.coherent_in(at, at + header as usize);
         let head = Table {
-            words: (0..HEADER_WORDS).map(|i| self.dram_u32(at + 4 * i)).collect(),
+            words: (0..HEADER_WORDS)
+                .map(|i| self.dram_u32(at + 4 * i))
+                .collect(),
         };
         let declared = match head.check() {
             Ok(_) => head.words[2],
@@ -1081,7 +1085,10 @@ impl Fabric {
             } else {
                 fabric_model::tokenizer::EOS
             },
-            b: prompt.last().copied().unwrap_or(fabric_model::tokenizer::EOS),
+            b: prompt
+                .last()
+                .copied()
+                .unwrap_or(fabric_model::tokenizer::EOS),
             rng: SplitMix64(sqe.seed),
             sampling: Sampling::from_f32(sqe.temperature),
             produced: 0,

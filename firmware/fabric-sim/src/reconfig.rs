@@ -245,7 +245,9 @@ fn program_overlay(shared: &Shared, name: &str, dtbo: &str) -> Result<Applied, S
     }
     let loaded = decode(&shared.config, &bytes, Some(name.to_owned()))?;
     let engine = loaded.engine;
-    shared.lock().set_slot(slot, Some(loaded), SlotState::NoModel);
+    shared
+        .lock()
+        .set_slot(slot, Some(loaded), SlotState::NoModel);
     shared.wake();
     // The live tree now shows the overlay's properties on the region.
     let dir = region_dir(shared, slot);

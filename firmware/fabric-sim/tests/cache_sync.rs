@@ -41,7 +41,7 @@ fn sqe(host: &common::Host, seq: u32, tag: u32) -> Sqe {
 async fn a_descriptor_not_flushed_for_the_device_is_refused_as_stale() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
-    let host = host(&sim);
+    let host = host(&sim).await;
     let dma = host.rings.dma();
     let l = *host.rings.layout();
     // Prompt written and flushed; descriptor written but NOT flushed.
@@ -72,7 +72,7 @@ async fn a_descriptor_not_flushed_for_the_device_is_refused_as_stale() {
 async fn the_same_descriptor_flushed_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
-    let host = host(&sim);
+    let host = host(&sim).await;
     let dma = host.rings.dma();
     let l = *host.rings.layout();
     dma.write_u32s(l.prompts, &PROMPT).expect("prompt");
@@ -93,7 +93,7 @@ async fn the_same_descriptor_flushed_runs() {
 async fn completions_and_tokens_not_invalidated_for_the_cpu_read_stale() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
-    let mut host = host(&sim);
+    let mut host = host(&sim).await;
     let sub = Submission {
         tag: 9,
         ctx: 0,
@@ -155,7 +155,7 @@ async fn completions_and_tokens_not_invalidated_for_the_cpu_read_stale() {
 async fn a_coherent_buffer_needs_no_syncs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |c| c.dma_coherent = true);
-    let mut host = host(&sim);
+    let mut host = host(&sim).await;
     assert!(host.rings.dma().is_coherent());
     let sub = Submission {
         tag: 3,
@@ -194,7 +194,7 @@ async fn an_output_the_device_cannot_write_ends_the_request_at_its_first_token()
     // the first write of a token fails (contract 1.1, section 6).
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
-    let host = host(&sim);
+    let host = host(&sim).await;
     let dma = host.rings.dma();
     let l = *host.rings.layout();
     dma.write_u32s(l.prompts, &PROMPT).expect("prompt");

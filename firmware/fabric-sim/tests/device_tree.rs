@@ -198,7 +198,7 @@ fn check_board(arch: &str, board: &str, overlay: &Path, part: &str, buffer: DmaP
     assert_eq!(topo.shell.interface_id, 0x5eed_0001);
     assert_eq!(topo.slots.len(), 2, "{board}");
     assert_eq!(topo.dma.provider, buffer, "{board}");
-    assert_eq!(topo.dma.size, 0x40_0000, "{board}");
+    assert_eq!(topo.dma.size, 0x100_0000, "{board}");
     for slot in &topo.slots {
         // The kernel's region code finds a manager for every slot: the base
         // region's, through the slot's parent.

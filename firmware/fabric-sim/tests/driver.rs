@@ -5,59 +5,16 @@ mod common;
 
 use std::time::Duration;
 
-use common::{host, sim, wait_for};
+use common::{bare_host, host, sim, sub, tokens_of, until_done, wait_for, ENGINE};
 use fabric_hw::contract::*;
-use fabric_hw::shell::{Completion, Drained, Params, Rings, Shell, Submission};
-use fabric_hw::uio::UioIrq;
+use fabric_hw::shell::{Completion, Submission};
 use fabric_sim::device::Faults;
-
-const PROMPT: [u32; 4] = [300, 301, 302, 303];
-
-fn sub(tag: u32, ctx: u16, max_tokens: u32, stream: bool) -> Submission<'static> {
-    Submission {
-        tag,
-        ctx,
-        prompt: &PROMPT,
-        params: Params {
-            max_tokens,
-            temperature: 0.8,
-            seed: 42,
-            stop_token: NO_STOP_TOKEN,
-            stream,
-        },
-    }
-}
-
-/// Waits for interrupts (with a bounded wait each) and drains until `tag`
-/// is done; returns every completion seen, drained into one [`Drained`].
-async fn until_done(irq: &mut UioIrq, shell: &Shell, rings: &mut Rings, tag: u32) -> Drained {
-    let mut all = rings.drained();
-    loop {
-        tokio::time::timeout(Duration::from_secs(10), irq.wait())
-            .await
-            .expect("an interrupt within 10 s")
-            .expect("interrupt");
-        rings.drain(shell, &mut all).expect("drain");
-        irq.unmask().expect("unmask");
-        let done = all
-            .completions
-            .iter()
-            .any(|c| matches!(c, Completion::Done { tag: t, .. } if *t == tag));
-        if done {
-            return all;
-        }
-    }
-}
-
-fn tokens_of(all: &Drained) -> Vec<u32> {
-    all.iter().flat_map(|(_, t)| t.iter().copied()).collect()
-}
 
 #[tokio::test]
 async fn streaming_and_whole_give_the_same_tokens() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
-    let mut h = host(&sim);
+    let mut h = host(&sim).await;
     h.rings
         .submit(&h.shell, &[sub(1, 0, 12, false)])
         .expect("submit");
@@ -89,7 +46,7 @@ async fn a_cancel_frees_the_context_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     // Real time: 256 tokens would take half a second.
     let sim = sim(dir.path(), |c| c.time_scale = 1.0);
-    let mut h = host(&sim);
+    let mut h = host(&sim).await;
     h.rings
         .submit(&h.shell, &[sub(5, 0, 256, false)])
         .expect("submit");
@@ -127,7 +84,7 @@ async fn a_cancel_frees_the_context_at_once() {
 async fn a_lost_interrupt_is_recovered_by_draining_anyway() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
-    let mut h = host(&sim);
+    let mut h = host(&sim).await;
     sim.inject(Faults {
         lose_irq: 1,
         ..Faults::default()
@@ -170,7 +127,7 @@ async fn a_lost_interrupt_is_recovered_by_draining_anyway() {
 async fn corrupted_output_fails_its_crc() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
-    let mut h = host(&sim);
+    let mut h = host(&sim).await;
     sim.inject(Faults {
         corrupt: 1,
         ..Faults::default()
@@ -202,29 +159,45 @@ async fn corrupted_output_fails_its_crc() {
 
 #[tokio::test]
 async fn a_request_for_a_slot_that_is_not_ready_gets_a_typed_answer() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sim = sim(dir.path(), |c| c.load = vec!["0=kjv.bit".into()]);
-    let mut h = host(&sim);
-    // Slot 1 is empty: its first context follows slot 0's.
-    let ctx = h.shell.info().contexts_per_slot as u16;
-    h.rings
-        .submit(&h.shell, &[sub(11, ctx, 3, false)])
-        .expect("submit");
-    let all = until_done(&mut h.irq, &h.shell, &mut h.rings, 11).await;
-    assert!(matches!(
-        all.completions.last(),
-        Some(Completion::Done {
-            status: CqeStatus::SlotNotReady,
-            ..
-        })
-    ));
+    // Slot 1 empty (no engine), then slot 1 with the engine and no table:
+    // neither runs a request, both answer it.
+    for (load, state) in [
+        (vec![format!("0={ENGINE}")], SlotState::Empty),
+        (
+            vec![format!("0={ENGINE}"), format!("1={ENGINE}")],
+            SlotState::NoModel,
+        ),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sim = sim(dir.path(), |c| c.load = load);
+        let mut h = bare_host(&sim);
+        h.commit(0, "kjv").expect("kjv commits to slot 0");
+        assert_eq!(h.shell.slot(1).state, state);
+        // Slot 1's first context follows slot 0's.
+        let ctx = h.shell.info().contexts_per_slot as u16;
+        h.rings
+            .submit(&h.shell, &[sub(11, ctx, 3, false)])
+            .expect("submit");
+        let all = until_done(&mut h.irq, &h.shell, &mut h.rings, 11).await;
+        assert!(
+            matches!(
+                all.completions.last(),
+                Some(Completion::Done {
+                    status: CqeStatus::SlotNotReady,
+                    ..
+                })
+            ),
+            "slot 1 {state:?}: {:?}",
+            all.completions.last()
+        );
+    }
 }
 
 #[tokio::test]
 async fn the_driver_refuses_what_the_fabric_cannot_take() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
-    let mut h = host(&sim);
+    let mut h = host(&sim).await;
     let long = vec![1u32; 5000];
     let bad = Submission {
         prompt: &long,
@@ -255,7 +228,7 @@ async fn a_submit_that_fails_part_way_advances_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     // A cached buffer, so every submit cleans the cache for the device.
     let sim = sim(dir.path(), |c| c.dma_coherent = false);
-    let mut h = host(&sim);
+    let mut h = host(&sim).await;
     // The descriptors' sync is refused, after both prompts went out.
     sim.inject(Faults {
         refuse_ring_sync: 1,

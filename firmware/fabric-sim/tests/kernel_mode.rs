@@ -136,60 +136,66 @@ fn for_part(name: &str, part: &str) -> Vec<u8> {
 fn the_kernels_loads_configure_the_fabric_through_the_port_and_the_decouplers() {
     let mut pl = Pl::new();
     assert_eq!(pl.word(SHELL), 0, "unconfigured until a full image");
-    let kjv_full = image("kjv-full.bit");
-    let fortunes = image("fortunes.bit");
+    let full = image("trigram-v2-full.bit");
+    let engine = image("trigram-v2.bit");
 
     // A partial image before the shell is there configures nothing.
     pl.decouple(1, true);
-    assert_eq!(pl.load(&fortunes, true), Refusal::NoRegionDecoupled as u32);
+    assert_eq!(pl.load(&engine, true), Refusal::NoRegionDecoupled as u32);
     pl.decouple(1, false);
 
-    // The full image: the shell comes up with its model in slot 0, the
+    // The full image: the shell comes up with the engine in every slot and
+    // no model in any (the tables are the host's to commit), the
     // decouplers (static logic) reset.
     pl.decouple(0, true);
-    assert_eq!(pl.load(&kjv_full, false), 0);
+    assert_eq!(pl.load(&full, false), 0);
     assert!(pl.device.configured());
     assert_eq!(pl.word(SHELL), MAGIC);
     assert_eq!(pl.word(DECOUPLERS[0]), 0);
-    assert_eq!(pl.device.slot_state(0), Some(SlotState::Ready));
-    assert_eq!(pl.device.slot_state(1), Some(SlotState::Empty));
+    assert_eq!(pl.device.slot_state(0), Some(SlotState::NoModel));
+    assert_eq!(pl.device.slot_state(1), Some(SlotState::NoModel));
 
     // A partial image goes to the one slot the kernel decoupled.
     pl.device.step(Instant::now());
     pl.decouple(1, true);
     pl.device.step(Instant::now());
-    assert_eq!(pl.load(&fortunes, true), 0);
-    assert_eq!(pl.device.slot_state(1), Some(SlotState::Ready));
+    assert_eq!(pl.load(&engine, true), 0);
+    assert_eq!(pl.device.slot_state(1), Some(SlotState::NoModel));
     pl.decouple(1, false);
 
     // With none decoupled it would overwrite serving logic; with both,
     // it has no place: refused, and the manager fails the load.
-    assert_eq!(pl.load(&fortunes, true), Refusal::NoRegionDecoupled as u32);
+    assert_eq!(pl.load(&engine, true), Refusal::NoRegionDecoupled as u32);
     pl.decouple(0, true);
     pl.decouple(1, true);
-    assert_eq!(pl.load(&fortunes, true), Refusal::RegionsAmbiguous as u32);
+    assert_eq!(pl.load(&engine, true), Refusal::RegionsAmbiguous as u32);
 
     // Built for another device: the IDCODE check refuses it, as the PCAP
     // does (UG470 "IDCODE check"), partial or full.
     pl.decouple(0, false);
-    let other = for_part("fortunes.bit", "xc7z020clg484-1");
+    let other = for_part("trigram-v2.bit", "xc7z020clg484-1");
     assert_eq!(pl.load(&other, true), Refusal::BadImage as u32);
     pl.decouple(0, true);
 
-    // Not a model: refused, and the slot says so.
+    // Not an engine: the port refuses it, and the manager fails the load.
+    // The shell cannot tell a refused image from one still going in (the
+    // contract keeps no "bad image" code for that reason): the region,
+    // decoupled, reads loading until the next image.
     pl.decouple(0, false);
-    let mut garbage = fortunes.clone();
+    let mut garbage = engine.clone();
     garbage.truncate(256);
     assert_eq!(pl.load(&garbage, true), Refusal::BadImage as u32);
-    assert!(matches!(pl.device.slot_state(1), Some(SlotState::Error(_))));
+    assert_eq!(pl.device.slot_state(1), Some(SlotState::Loading));
+    assert_eq!(pl.load(&engine, true), 0);
+    assert_eq!(pl.device.slot_state(1), Some(SlotState::NoModel));
 }
 
 #[test]
 fn a_region_the_kernel_decouples_reads_empty() {
     let mut pl = Pl::new();
-    assert_eq!(pl.load(&image("kjv-full.bit"), false), 0);
+    assert_eq!(pl.load(&image("trigram-v2-full.bit"), false), 0);
     pl.device.step(Instant::now());
-    assert_eq!(pl.device.slot_state(0), Some(SlotState::Ready));
+    assert_eq!(pl.device.slot_state(0), Some(SlotState::NoModel));
     // The slot's overlay is removed: the region stays decoupled, cut off.
     pl.decouple(0, true);
     pl.device.step(Instant::now());

@@ -549,6 +549,7 @@ impl Config {
             drain_timeout: Duration::from_millis(self.rotation.drain_timeout_ms),
             apply_timeout: Duration::from_millis(self.rotation.apply_timeout_ms),
             schedule: self.rotation.models.clone(),
+            plan: Some(self.data_path().join("slots.json")),
             ..crate::rotation::RotationConfig::default()
         }
     }

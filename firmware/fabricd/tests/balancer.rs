@@ -172,8 +172,9 @@ async fn the_agent_check_follows_the_daemons_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_reconfiguration_drains_the_board_while_the_fabric_is_dark() {
-    // A kernel without configfs overlays: a load goes through the FPGA
-    // manager and the whole fabric is dark for the (scaled) 25 s.
+    // A kernel without configfs overlays: a load that programs a slot's
+    // engine goes through the FPGA manager, and the whole fabric is dark
+    // for the (scaled) 25 s.
     let agent = free_port();
     let d = Daemon::start(
         |s| {
@@ -186,7 +187,13 @@ async fn a_full_reconfiguration_drains_the_board_while_the_fabric_is_dark() {
     assert_eq!(agent_says(agent).await, "ready 100%\n");
     let ctl = tokio::spawn({
         let root = d.dir.path().to_owned();
-        async move { common::control_at(&root, json!({"cmd": "load", "model": "fortunes"})).await }
+        async move {
+            common::control_at(
+                &root,
+                json!({"cmd": "load", "model": "fortunes", "reflash": true}),
+            )
+            .await
+        }
     });
     let mut drained_while_dark = 0;
     while !ctl.is_finished() {

@@ -37,9 +37,9 @@ impl SimProcess {
             .arg(bitstreams())
             .args([
                 "--load",
-                "0=kjv.bit",
+                "0=trigram-v2.bit",
                 "--load",
-                "1=fortunes.bit",
+                "1=trigram-v2.bit",
                 "--time-scale",
                 "0.05",
             ])
@@ -78,15 +78,44 @@ fn text(b: &[u8]) -> String {
 fn probe_shows_the_shell_slots_and_buffer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let _sim = SimProcess::start(dir.path(), &[]);
-    let out = run(fabricd().arg("probe").arg("--root").arg(dir.path()));
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let probe = || {
+        let out = run(fabricd().arg("probe").arg("--root").arg(dir.path()));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let stdout = probe();
     assert!(stdout.contains("shell     v2.0"), "{stdout}");
     assert!(stdout.contains("2 slots × 4 lanes"), "{stdout}");
-    assert!(stdout.contains("slot 0    ready    kjv"), "{stdout}");
-    assert!(stdout.contains("slot 1    ready    fortunes"), "{stdout}");
+    // Booted: the engine in both slots, no model in either.
+    for slot in 0..2 {
+        assert!(
+            stdout.contains(&format!(
+                "slot {slot}    no_model -            engine trigram-v2 (trigram v2), no table; loads 0"
+            )),
+            "{stdout}"
+        );
+    }
     assert!(
-        stdout.contains("udmabuf-fabric: 4096 KiB at 0x870000000"),
+        stdout.contains("udmabuf-fabric: 16384 KiB at 0x870000000"),
+        "{stdout}"
+    );
+    // `generate` puts the model it needs into an empty slot.
+    let out = run(fabricd()
+        .arg("generate")
+        .arg("--root")
+        .arg(dir.path())
+        .args(["--model", "fortunes", "--prompt", "a", "--max-tokens", "1"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("slot 0 held no model: committed fortunes's table"),
+        "{}",
+        text(&out.stderr)
+    );
+    let stdout = probe();
+    assert!(
+        stdout.contains(
+            "slot 0    ready    fortunes     engine trigram-v2 (trigram v2), table 0a15d8e56a77… crc 0xaa8fb69c; loads 1"
+        ),
         "{stdout}"
     );
     let json = run(fabricd()
@@ -96,7 +125,8 @@ fn probe_shows_the_shell_slots_and_buffer() {
         .arg(dir.path()));
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
     assert_eq!(v["shell"]["lanes"], 4);
-    assert_eq!(v["slots"][1]["state"], "ready");
+    assert_eq!(v["slots"][0]["state"], "ready");
+    assert_eq!(v["slots"][1]["state"], "no_model");
 }
 
 #[test]
@@ -154,7 +184,7 @@ fn inspect_prints_the_header_and_finds_the_catalog_entry() {
     let out = run(fabricd()
         .args(["inspect", "--catalog"])
         .arg(&catalog)
-        .arg(catalog.join("kjv.bit")));
+        .arg(catalog.join("trigram-v2.bit")));
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(stdout.contains("part      xck26-sfvc784-2LV-c"), "{stdout}");
@@ -162,17 +192,58 @@ fn inspect_prints_the_header_and_finds_the_catalog_entry() {
     assert!(stdout.contains("kind      partial"), "{stdout}");
     assert!(stdout.contains("order     natural"), "{stdout}");
     assert!(
-        stdout.contains("catalog   model kjv, partial image kjv.bit"),
+        stdout.contains("catalog   engine trigram-v2, partial image trigram-v2.bit"),
         "{stdout}"
     );
     let out = run(fabricd()
         .args(["inspect", "--json", "--catalog"])
         .arg(&catalog)
-        .arg(catalog.join("fortunes-full.bit")));
+        .arg(catalog.join("trigram-v2-full.bit")));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["partial"], false);
-    assert_eq!(v["catalog"]["model"], "fortunes");
+    assert_eq!(v["catalog"]["engine"], "trigram-v2");
     assert_eq!(v["image"]["order"], "natural");
+}
+
+#[test]
+fn inspect_reads_a_tables_header_and_checks_its_identity() {
+    let catalog = bitstreams();
+    let out = run(fabricd()
+        .args(["inspect", "--catalog"])
+        .arg(&catalog)
+        .arg(catalog.join("kjv.ftb")));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("format    table FTB2 for engine trigram v2"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "identity  8bb53fcbfb091f55a4c39bb8b69ef9897565c8d578f97c1858ccb289f9f20303\n"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("crc       0xc4a865b7"), "{stdout}");
+    assert!(
+        stdout.contains("catalog   model kjv on engine trigram-v2"),
+        "{stdout}"
+    );
+    // A word of the candidates changed: the identity it declares is no
+    // longer its words', and the catalog does not know it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut bytes = std::fs::read(catalog.join("kjv.ftb")).expect("kjv.ftb");
+    let last = bytes.len() - 4;
+    bytes[last] ^= 1;
+    let file = dir.path().join("changed.ftb");
+    std::fs::write(&file, &bytes).expect("write");
+    let out = run(fabricd()
+        .args(["inspect", "--catalog"])
+        .arg(&catalog)
+        .arg(&file));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(" declared, NOT its words' "), "{stdout}");
+    assert!(stdout.contains("catalog   not in"), "{stdout}");
 }
 
 #[test]
@@ -277,12 +348,12 @@ fn a_foreign_or_newer_shell_is_refused() {
     );
     drop(sim);
     let dir = tempfile::tempdir().expect("tempdir");
-    let _sim = SimProcess::start(dir.path(), &["--shell-version", "2.3"]);
+    let _sim = SimProcess::start(dir.path(), &["--shell-version", "3.0"]);
     let out = run(fabricd().arg("probe").arg("--root").arg(dir.path()));
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(
-        err.contains("VERSION reads 2.3") && err.contains("major version 1"),
+        err.contains("VERSION reads 3.0") && err.contains("major version 2"),
         "{err}"
     );
 }
@@ -318,7 +389,7 @@ fn board_paths_are_as_given_when_absolute_and_under_the_root_when_relative() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     let _sim = SimProcess::start(root, &[]);
-    // probe names the slots' models from a relative --catalog, under --root.
+    // probe names the slots' engines from a relative --catalog, under --root.
     let out = run(fabricd()
         .arg("probe")
         .arg("--root")
@@ -326,7 +397,10 @@ fn board_paths_are_as_given_when_absolute_and_under_the_root_when_relative() {
         .args(["--catalog", "lib/firmware/fabricd"]));
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(stdout.contains("slot 0    ready    kjv"), "{stdout}");
+    assert!(
+        stdout.contains("slot 0    no_model -            engine trigram-v2 (trigram v2)"),
+        "{stdout}"
+    );
     // serve: an absolute --socket as given (not under the root a second
     // time), a relative --data-dir and --catalog under the root.
     let socket = root.join("run/x.sock");

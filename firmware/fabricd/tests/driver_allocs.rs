@@ -28,14 +28,41 @@ async fn servicing_an_interrupt_allocates_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = SimConfig::for_root(dir.path());
         config.firmware = Some(common::bitstreams());
-        config.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
+        config.load = vec!["0=trigram-v2.bit".into(), "1=trigram-v2.bit".into()];
         config.time_scale = 0.05;
         config.poll_us = 50;
         config.dma_coherent = coherent;
         let sim = Simulator::start(config).expect("simulator");
         let attached = fabric_hw::attach(&sim.root(), RingConfig::default()).expect("attach");
-        let (mut driver, _topology, _tables) = Driver::new(attached);
+        let (mut driver, _topology, tables) = Driver::new(attached);
+        // The daemon's own commit puts a model in each slot.
+        let catalog =
+            fabricd::catalog::Catalog::load(&common::bitstreams(), None).expect("catalog");
+        for (slot, model) in [(0, "kjv"), (1, "fortunes")] {
+            fabricd::rotation::commit_model(
+                driver.shell(),
+                &tables,
+                &catalog,
+                catalog.get(model).expect("model"),
+                slot,
+                &fabricd::rotation::RotationConfig::default(),
+            )
+            .expect("the table commits");
+        }
         let mut events = driver.events();
+        // The commits changed the slots' states: their event, taken first.
+        tokio::time::timeout(Duration::from_secs(10), driver.ready())
+            .await
+            .expect("the commits' event within 10 s")
+            .expect("interrupt");
+        driver.service(&mut events).expect("service");
+        assert!(
+            events
+                .iter()
+                .all(|e| matches!(e, DriverEvent::ShellEvent { .. })),
+            "only the commits' event"
+        );
+        events.clear();
         let contexts = driver.shell().info().contexts() as u16;
         let mut tag = 0;
         let (mut services, mut token_events) = (0u32, 0u32);

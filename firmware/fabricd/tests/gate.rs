@@ -41,8 +41,8 @@ fn sha(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// The shipped catalog plus models whose images do not fit a K26 board,
-/// each with the shipped kjv tokenizer.
+/// The shipped catalog plus models whose engines' images do not fit a K26
+/// board, each with the shipped kjv table and tokenizer.
 fn catalog() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     for entry in std::fs::read_dir(common::bitstreams()).expect("read") {
@@ -50,39 +50,59 @@ fn catalog() -> tempfile::TempDir {
         std::fs::copy(entry.path(), dir.path().join(entry.file_name())).expect("copy");
     }
     let read = |f: &str| std::fs::read(dir.path().join(f)).expect(f);
-    let kjv = read("kjv.bit");
-    let kjv_full = read("kjv-full.bit");
+    let engine = read("trigram-v2.bit");
+    let full = read("trigram-v2-full.bit");
     let images: Vec<(&str, Vec<u8>)> = vec![
         // Headerless, byte-swapped as the Zynq managers load it, built for
         // an XC7Z020.
         (
             "zed.bin",
-            bitstream::swap_words(&with_idcode(&kjv, XC7Z020_IDCODE)).expect("swap"),
+            bitstream::swap_words(&with_idcode(&engine, XC7Z020_IDCODE)).expect("swap"),
         ),
-        ("kjv-full.bin", bitstream::to_bin(&kjv_full).expect("bin")),
-        ("kjv-slot.bin", bitstream::to_bin(&kjv).expect("bin")),
+        ("full.bin", bitstream::to_bin(&full).expect("bin")),
+        ("slot.bin", bitstream::to_bin(&engine).expect("bin")),
     ];
     for (name, bytes) in &images {
         std::fs::write(dir.path().join(name), bytes).expect("write");
     }
     let board = "xck26-sfvc784-2LV-c";
     let models = [
-        // (model, file, manifest part, kind)
+        // (model, its engine's image, manifest part, kind)
         ("zed-bin", "zed.bin", board, "\"partial\""),
-        ("full-bin-as-partial", "kjv-full.bin", board, "\"partial\""),
-        ("full-bit-as-partial", "kjv-full.bit", board, "\"partial\""),
-        ("odd-kind", "kjv.bit", board, "\"parital\""),
-        ("zed-part", "kjv.bit", "xc7z020clg484-1", "\"partial\""),
-        ("good-bin", "kjv-slot.bin", board, "\"partial\""),
+        ("full-bin-as-partial", "full.bin", board, "\"partial\""),
+        (
+            "full-bit-as-partial",
+            "trigram-v2-full.bit",
+            board,
+            "\"partial\"",
+        ),
+        ("odd-kind", "trigram-v2.bit", board, "\"parital\""),
+        (
+            "zed-part",
+            "trigram-v2.bit",
+            "xc7z020clg484-1",
+            "\"partial\"",
+        ),
+        ("good-bin", "slot.bin", board, "\"partial\""),
     ];
     let tok = read("kjv.tok");
+    let table = read("kjv.ftb");
+    let t = fabric_model::table::Table::from_bytes(&table).expect("kjv's table");
+    let identity = fabric_hw::shell::hex(&t.identity());
     let mut manifest = std::fs::read_to_string(dir.path().join("manifest.toml")).expect("manifest");
     for (model, file, part, kind) in models {
+        // Each its own engine (the trigram engine's id, so a slot running
+        // the shipped one reports it) with the one image.
         manifest.push_str(&format!(
-            "\n[[model]]\nname = \"{model}\"\ntokenizer = \"kjv.tok\"\ntokenizer_sha256 = \"{}\"\n\n\
-             [[model.image]]\nfile = \"{file}\"\nsha256 = \"{}\"\npart = \"{part}\"\nslots = [0, 1]\nkind = {kind}\n",
-            sha(&tok),
+            "\n[[engine]]\nname = \"{model}-engine\"\nkind = 1\nversion = 2\n\n\
+             [[engine.image]]\nfile = \"{file}\"\nsha256 = \"{}\"\npart = \"{part}\"\nslots = [0, 1]\nkind = {kind}\n\n\
+             [[model]]\nname = \"{model}\"\nengine = \"{model}-engine\"\n\
+             table = \"kjv.ftb\"\ntable_sha256 = \"{}\"\ntable_crc = {}\nidentity = \"{identity}\"\n\
+             tokenizer = \"kjv.tok\"\ntokenizer_sha256 = \"{}\"\n",
             sha(&read(file)),
+            sha(&table),
+            t.crc(),
+            sha(&tok),
         ));
     }
     std::fs::write(dir.path().join("manifest.toml"), manifest).expect("write manifest");

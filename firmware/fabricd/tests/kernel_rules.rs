@@ -16,7 +16,13 @@ async fn a_region_that_finds_no_manager_programs_nothing_and_the_load_says_so() 
     // never probed. The overlay will read "applied"; nothing programs.
     std::fs::remove_file(d.dir.path().join("proc/device-tree/fpga-region/fpga-mgr"))
         .expect("remove fpga-mgr");
-    let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    // A reflash: the slot runs the engine, so a plain load would only
+    // switch tables, with no overlay.
+    let r = control(
+        &d,
+        json!({"cmd": "load", "model": "kjv", "slot": 1, "reflash": true}),
+    )
+    .await;
     assert_eq!(
         r["ok"], false,
         "a load that programmed nothing is not reported: {r}"
@@ -53,7 +59,13 @@ async fn a_region_whose_bridge_no_driver_binds_is_refused_by_name() {
             .join("proc/device-tree/fpga-region/pr-decoupler@a0020000/compatible"),
     )
     .expect("remove compatible");
-    let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    // A reflash: the slot runs the engine, so a plain load would only
+    // switch tables, with no overlay.
+    let r = control(
+        &d,
+        json!({"cmd": "load", "model": "kjv", "slot": 1, "reflash": true}),
+    )
+    .await;
     assert_eq!(r["ok"], false, "{r}");
     let msg = r["error"]["message"].as_str().expect("message");
     assert!(
@@ -74,7 +86,7 @@ async fn a_full_load_on_a_mainline_kernel_applies_the_shell_overlay_again() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut sc = fabric_sim::SimConfig::for_root(dir.path());
     sc.firmware = Some(common::bitstreams());
-    sc.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
+    sc.load = vec!["0=trigram-v2.bit".into(), "1=trigram-v2.bit".into()];
     sc.mainline = true;
     sc.pr_bytes_per_sec = 4_000_000;
     sc.time_scale = 0.04; // the 25 s dark period becomes 1 s
@@ -83,7 +95,11 @@ async fn a_full_load_on_a_mainline_kernel_applies_the_shell_overlay_again() {
     assert!(!root.join("sys/class/fpga_manager/fpga0/firmware").exists());
     let (_addr, _stop, task) = serve_board(root).await;
     // A slot's overlay on top of the shell's first.
-    let r = control_at(root, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    let r = control_at(
+        root,
+        json!({"cmd": "load", "model": "kjv", "slot": 1, "reflash": true}),
+    )
+    .await;
     assert_eq!(r["ok"], true, "{r}");
     let r = control_at(
         root,
@@ -111,15 +127,15 @@ async fn a_full_load_on_a_mainline_kernel_applies_the_shell_overlay_again() {
         !overlays.join("fabricd-slot1").exists(),
         "slot overlays go first"
     );
-    // Started again, it attaches to the new devices and serves the model
-    // the full image put in slot 0; slot 1 came up empty. (It stops by
-    // itself after the next full load.)
+    // Started again, it attaches to the new devices and puts the model the
+    // load was for into slot 0, and kjv, which slot 1 held, back into slot
+    // 1. (It stops by itself after the next full load.)
     let (addr, _, task) = serve_board(root).await;
     assert_eq!(
         slots(addr).await,
         vec![
             ("fortunes".into(), "ready".into()),
-            (String::new(), "empty".into())
+            ("kjv".into(), "ready".into())
         ]
     );
     let reply = post_json(

@@ -20,7 +20,7 @@ fn loads(d: &Daemon, slot: u8) -> u32 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn make_before_break_keeps_the_other_slot_serving() {
     // Partial reconfiguration at 2 MB/s: a 1 MB image darkens its slot for
-    // about half a second.
+    // about half a second (a reflash: the slot runs the engine already).
     let d = Daemon::start(|s| s.pr_bytes_per_sec = 2_000_000, |_| {}).await;
     assert_eq!(
         slots(d.addr).await,
@@ -47,9 +47,14 @@ async fn make_before_break_keeps_the_other_slot_serving() {
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let load_began = Instant::now();
-    let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    let r = control(
+        &d,
+        json!({"cmd": "load", "model": "kjv", "slot": 1, "reflash": true}),
+    )
+    .await;
     let load_ended = Instant::now();
     assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["data"]["report"]["method"], "partial", "{r}");
     assert_eq!(r["data"]["report"]["replaced"], "fortunes");
     assert!(
         r["data"]["report"]["reconfigure_ms"].as_u64().expect("ms") >= 300,
@@ -75,7 +80,7 @@ async fn make_before_break_keeps_the_other_slot_serving() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rotation_flips_default_and_reflashes_the_idle_slot() {
+async fn rotation_flips_default_and_switches_the_idle_slot() {
     let d = Daemon::start(
         |s| s.pr_bytes_per_sec = 4_000_000,
         |c| c.rotation.models = vec!["kjv".into(), "fortunes".into()],
@@ -96,12 +101,13 @@ async fn rotation_flips_default_and_reflashes_the_idle_slot() {
         post_json(d.addr, req("default", 6)).await.json()["model"],
         "fortunes"
     );
-    // Back to kjv, then load a second kjv copy over the idle slot: the slot
-    // holding the current model is never the one picked.
+    // Back to kjv, then load fortunes again: the slot holding the current
+    // model is never the one picked, and the idle one runs the engine, so
+    // its table alone goes in.
     let r = control(&d, json!({"cmd": "rotate"})).await;
     assert_eq!(r["data"]["report"]["model"], "kjv");
     let r = control(&d, json!({"cmd": "load", "model": "fortunes"})).await;
-    assert_eq!(r["data"]["report"]["method"], "partial", "{r}");
+    assert_eq!(r["data"]["report"]["method"], "switch", "{r}");
     assert_eq!(r["data"]["report"]["slot"], 1, "the slot not holding kjv");
     d.stop().await;
 }
@@ -111,12 +117,13 @@ async fn one_slot_requests_wait_or_hear_the_model_is_loading() {
     if common::skip_under_rtl("the Verilated shell is built with two slots") {
         return;
     }
-    // One slot; a 1 MB image at 1 MB/s takes about a second.
+    // One slot; a switch to fortunes reads its 2.4 MB table at 2 MB/s,
+    // about a second.
     let d = Daemon::start(
         |s| {
             s.slots = 1;
-            s.load = vec!["0=kjv.bit".into()];
-            s.pr_bytes_per_sec = 1_000_000;
+            s.load = vec!["0=trigram-v2.bit".into()];
+            s.table_bytes_per_sec = 2_000_000;
         },
         |_| {},
     )
@@ -179,17 +186,21 @@ async fn a_corrupted_bitstream_is_refused_before_anything_is_flashed() {
     let d = Daemon::start(|_| {}, |_| {}).await;
     let loads1 = loads(&d, 1);
     // The file changes on the card after the daemon read the catalog.
-    let path = d.dir.path().join("lib/firmware/fabricd/kjv.bit");
+    let path = d.dir.path().join("lib/firmware/fabricd/trigram-v2.bit");
     let mut bytes = std::fs::read(&path).expect("read");
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x40;
     std::fs::write(&path, bytes).expect("write");
-    let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    let r = control(
+        &d,
+        json!({"cmd": "load", "model": "kjv", "slot": 1, "reflash": true}),
+    )
+    .await;
     assert_eq!(r["ok"], false);
     assert_eq!(r["error"]["type"], "bad_image");
     let msg = r["error"]["message"].as_str().expect("message");
     assert!(
-        msg.contains("kjv.bit") && msg.contains("manifest expects"),
+        msg.contains("trigram-v2.bit") && msg.contains("manifest expects"),
         "{msg}"
     );
     assert_eq!(loads(&d, 1), loads1, "nothing was flashed");
@@ -220,7 +231,11 @@ async fn a_failed_load_rolls_back_and_loses_nothing_queued() {
             })
         })
         .collect();
-    let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    let r = control(
+        &d,
+        json!({"cmd": "load", "model": "kjv", "slot": 1, "reflash": true}),
+    )
+    .await;
     assert_eq!(r["ok"], false, "{r}");
     assert_eq!(r["error"]["type"], "load_failed_rolled_back");
     assert!(
@@ -280,14 +295,14 @@ async fn a_restart_finds_the_loaded_models_without_reflashing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut sc = fabric_sim::SimConfig::for_root(dir.path());
     sc.firmware = Some(common::bitstreams());
-    sc.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
+    sc.load = vec!["0=trigram-v2.bit".into(), "1=trigram-v2.bit".into()];
     sc.pr_bytes_per_sec = 4_000_000;
     let sim = fabric_sim::Simulator::start(sc).expect("sim");
     let (addr, stop, task) = serve_board(dir.path()).await;
     // Load fortunes into slot 0 through a PR overlay, then stop the daemon.
     let r = control_at(
         dir.path(),
-        json!({"cmd": "load", "model": "fortunes", "slot": 0}),
+        json!({"cmd": "load", "model": "fortunes", "slot": 0, "reflash": true}),
     )
     .await;
     assert_eq!(r["ok"], true, "{r}");
@@ -329,7 +344,7 @@ async fn a_shell_device_that_moves_is_found_again_by_name() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut sc = fabric_sim::SimConfig::for_root(dir.path());
     sc.firmware = Some(common::bitstreams());
-    sc.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
+    sc.load = vec!["0=trigram-v2.bit".into(), "1=trigram-v2.bit".into()];
     sc.no_configfs = true;
     sc.renumber_uio = true;
     sc.time_scale = 0.04; // the 25 s dark period becomes 1 s
@@ -340,7 +355,11 @@ async fn a_shell_device_that_moves_is_found_again_by_name() {
     assert!(device.ends_with("/dev/uio0"), "{status}");
     // The load succeeds, says the device moved, and the daemon stops to
     // attach again, without touching the old handle.
-    let r = control_at(dir.path(), json!({"cmd": "load", "model": "fortunes"})).await;
+    let r = control_at(
+        dir.path(),
+        json!({"cmd": "load", "model": "fortunes", "full": true}),
+    )
+    .await;
     assert_eq!(r["ok"], true, "{r}");
     let why = r["data"]["report"]["restart"].as_str().expect("restart");
     assert!(
@@ -353,9 +372,14 @@ async fn a_shell_device_that_moves_is_found_again_by_name() {
             .is_some(),
         "{err:#}"
     );
-    let loads: Vec<u32> = (0..2).map(|s| slot_loads(&sim, s)).collect();
-    // Started again, it finds the shell under its new name and serves the
-    // model the full reconfiguration loaded, without reflashing.
+    // The full image's power-on reset: no commits yet, no model anywhere.
+    assert_eq!(
+        (0..2).map(|s| slot_loads(&sim, s)).collect::<Vec<_>>(),
+        [0, 0]
+    );
+    // Started again, it finds the shell under its new name and puts the
+    // model the load was for into slot 0, and what slot 1 held back into
+    // it: one table commit each, nothing reflashed.
     let (addr, stop, task) = serve_board(dir.path()).await;
     let status = control_at(dir.path(), json!({"cmd": "status"})).await;
     let device = status["data"]["fabric"]["device"].as_str().expect("device");
@@ -364,8 +388,15 @@ async fn a_shell_device_that_moves_is_found_again_by_name() {
     let r = post_json(addr, req("fortunes", 4)).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(
+        slots(addr).await,
+        vec![
+            ("fortunes".into(), "ready".into()),
+            ("fortunes".into(), "ready".into())
+        ]
+    );
+    assert_eq!(
         (0..2).map(|s| slot_loads(&sim, s)).collect::<Vec<_>>(),
-        loads
+        [1, 1]
     );
     stop.cancel();
     task.await.expect("join").expect("clean stop");
@@ -386,7 +417,15 @@ async fn full_reconfiguration_darkens_everything_but_the_daemon_answers() {
     let addr = d.addr;
     let ctl = tokio::spawn({
         let path = d.dir.path().to_owned();
-        async move { control_at(&path, json!({"cmd": "load", "model": "fortunes"})).await }
+        // The slot's engine programmed again: without overlays, only the
+        // full image can.
+        async move {
+            control_at(
+                &path,
+                json!({"cmd": "load", "model": "fortunes", "reflash": true}),
+            )
+            .await
+        }
     });
     // While dark, health answers and readiness says so: answers come back
     // during the reconfiguration, not only after it.
@@ -454,4 +493,73 @@ async fn a_forced_load_over_a_decoding_request_waits_for_the_slot_to_shut_down()
     assert!(reply.status >= 500, "{} {}", reply.status, reply.text());
     assert!(!reply.error_type().is_empty(), "a typed outcome");
     d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupted_table_is_refused_before_anything_is_committed() {
+    let d = Daemon::start(|_| {}, |_| {}).await;
+    let loads1 = loads(&d, 1);
+    // The table changes on the card after the daemon read the catalog.
+    let path = d.dir.path().join("lib/firmware/fabricd/kjv.ftb");
+    let mut bytes = std::fs::read(&path).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&path, bytes).expect("write");
+    let r = control(&d, json!({"cmd": "load", "model": "kjv", "slot": 1})).await;
+    assert_eq!(r["error"]["type"], "bad_image", "{r}");
+    let msg = r["error"]["message"].as_str().expect("message");
+    assert!(
+        msg.contains("kjv.ftb") && msg.contains("manifest expects"),
+        "{msg}"
+    );
+    assert_eq!(loads(&d, 1), loads1, "nothing was committed");
+    assert_eq!(slots(d.addr).await[1], ("fortunes".into(), "ready".into()));
+    assert_eq!(post_json(d.addr, req("fortunes", 3)).await.status, 200);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_power_cycle_brings_back_the_models_the_slots_last_held() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let boot = |dir: &std::path::Path| {
+        let mut sc = fabric_sim::SimConfig::for_root(dir);
+        sc.firmware = Some(common::bitstreams());
+        sc.load = vec!["0=trigram-v2.bit".into(), "1=trigram-v2.bit".into()];
+        fabric_sim::Simulator::start(sc).expect("sim")
+    };
+    let sim = boot(dir.path());
+    let (addr, stop, task) = serve_board(dir.path()).await;
+    // A fresh board gets the catalog's models in turn; the operator then
+    // puts fortunes in slot 0 too.
+    assert_eq!(
+        slots(addr).await,
+        vec![
+            ("kjv".into(), "ready".into()),
+            ("fortunes".into(), "ready".into())
+        ]
+    );
+    let r = control_at(
+        dir.path(),
+        json!({"cmd": "load", "model": "fortunes", "slot": 0}),
+    )
+    .await;
+    assert_eq!(r["data"]["report"]["method"], "switch", "{r}");
+    stop.cancel();
+    task.await.expect("join").expect("clean stop");
+    // Power off and on: DDR and the fabric lose the tables, the boot image
+    // puts the engines back.
+    drop(sim);
+    let sim = boot(dir.path());
+    assert_eq!(slot_loads(&sim, 0), 0, "a fresh fabric");
+    let (addr, stop, task) = serve_board(dir.path()).await;
+    assert_eq!(
+        slots(addr).await,
+        vec![
+            ("fortunes".into(), "ready".into()),
+            ("fortunes".into(), "ready".into())
+        ]
+    );
+    assert_eq!(post_json(addr, req("fortunes", 3)).await.status, 200);
+    stop.cancel();
+    task.await.expect("join").expect("clean stop");
 }

@@ -580,12 +580,9 @@ async fn burst(d: &Daemon) -> (Vec<u64>, u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_model_held_in_both_slots_is_served_by_both() {
-    // kjv and fortunes at boot; the configuration wants kjv in both.
-    let d = Daemon::start(
-        |s| s.pr_bytes_per_sec = 1 << 30,
-        |c| c.slot_models = vec!["kjv".into(), "kjv".into()],
-    )
-    .await;
+    // The configuration wants kjv in both slots (a board boots with
+    // none, and would otherwise get kjv and fortunes).
+    let d = Daemon::start(|_| {}, |c| c.slot_models = vec!["kjv".into(), "kjv".into()]).await;
     let start = std::time::Instant::now();
     while common::slots(d.addr).await
         != [
@@ -607,8 +604,11 @@ async fn one_model_held_in_both_slots_is_served_by_both() {
 
     // With every_slot off, only the first slot holding it serves it.
     let d = Daemon::start(
-        |s| s.load = vec!["0=kjv.bit".into(), "1=kjv.bit".into()],
-        |c| c.typing.every_slot = false,
+        |_| {},
+        |c| {
+            c.typing.every_slot = false;
+            c.slot_models = vec!["kjv".into(), "kjv".into()];
+        },
     )
     .await;
     let (slots, peak) = burst(&d).await;

@@ -20,14 +20,14 @@ struct Setup {
 }
 
 async fn daemon() -> Setup {
-    daemon_with(&["0=kjv.bit"], |_| {}).await
+    daemon_with(&["0=trigram-v2.bit"], |_| {}).await
 }
 
 /// The same without the completion cache: the clients' and the burst's
 /// requests are 64 deterministic ones, repeated, which the cache would
 /// answer without the fabric these tests measure.
 async fn fabric_only() -> Setup {
-    daemon_with(&["0=kjv.bit"], |c| c.typing.cache = false).await
+    daemon_with(&["0=trigram-v2.bit"], |c| c.typing.cache = false).await
 }
 
 /// A daemon over a fabric whose slots boot with `load`, its configuration
@@ -393,7 +393,7 @@ async fn a_burst_is_released_at_once_and_every_answer_is_checked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_larger_than_the_queue_breaks_its_band() {
-    let s = daemon_with(&["0=kjv.bit"], |c| {
+    let s = daemon_with(&["0=trigram-v2.bit"], |c| {
         c.queue_capacity = 8;
         c.typing.cache = false;
     })
@@ -442,7 +442,7 @@ max_tokens = 4
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_class_that_misses_its_target_fails_the_rung() {
-    let s = daemon_with(&["0=kjv.bit", "1=fortunes.bit"], |_| {}).await;
+    let s = daemon_with(&["0=trigram-v2.bit", "1=trigram-v2.bit"], |_| {}).await;
     let (out, v) = ladder_run(
         s.addr,
         &[

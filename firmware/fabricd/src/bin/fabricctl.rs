@@ -34,7 +34,9 @@ enum Command {
     Status,
     /// The catalog, and which slot holds what.
     Models,
-    /// Load a model into a slot (partial reconfiguration).
+    /// Load a model into a slot: its table alone where the slot runs the
+    /// model's engine, else the engine's image first (partial
+    /// reconfiguration).
     Load {
         model: String,
         #[arg(long)]
@@ -48,6 +50,10 @@ enum Command {
         /// drained first.
         #[arg(long, conflicts_with = "slot")]
         full: bool,
+        /// Program the slot's engine image again even where the slot runs
+        /// the model's engine.
+        #[arg(long, conflicts_with = "full")]
+        reflash: bool,
     },
     /// Load the next model of the configured rotation schedule.
     Rotate,
@@ -200,11 +206,13 @@ fn main() -> ExitCode {
             slot,
             force,
             full,
+            reflash,
         } => protocol::Command::Load {
             model: model.clone(),
             slot: *slot,
             force: *force,
             full: *full,
+            reflash: *reflash,
         },
         Command::Rotate => protocol::Command::Rotate,
         Command::Drain { slot, board } => protocol::Command::Drain {

@@ -71,7 +71,7 @@ pub enum CatalogError {
     EngineUnusable {
         model: String,
         engine: String,
-        problem: String,
+        problem: Box<CatalogError>,
     },
     #[error("{path}: {problem}")]
     Table { path: PathBuf, problem: String },
@@ -472,7 +472,13 @@ impl Catalog {
             name: Arc::from(entry.name.as_str()),
             description: entry.description.clone(),
             engine_name: Arc::from(entry.engine.as_str()),
-            engine: engine.map_or(EngineId { kind: 0, version: 0 }, |e| e.id),
+            engine: engine.map_or(
+                EngineId {
+                    kind: 0,
+                    version: 0,
+                },
+                |e| e.id,
+            ),
             images: engine.map(|e| e.images.clone()).unwrap_or_default(),
             table: TableEntry {
                 file: entry.table.clone(),
@@ -504,7 +510,7 @@ impl Catalog {
                     problem(CatalogError::EngineUnusable {
                         model: entry.name.clone(),
                         engine: entry.engine.clone(),
-                        problem: p.to_string(),
+                        problem: Box::new(p.clone()),
                     });
                 }
             }
@@ -618,7 +624,11 @@ mod tests {
         let cat = Catalog::load(&repo_bitstreams(), None).expect("catalog");
         assert!(cat.models.len() >= 2);
         assert_eq!(cat.engines.len(), 1);
-        assert!(cat.engines[0].problem.is_none(), "{:?}", cat.engines[0].problem);
+        assert!(
+            cat.engines[0].problem.is_none(),
+            "{:?}",
+            cat.engines[0].problem
+        );
         assert_eq!(cat.engines[0].id, EngineId::TRIGRAM_V2);
         for m in &cat.models {
             assert!(m.problem.is_none(), "{}: {:?}", m.name, m.problem);
@@ -626,7 +636,10 @@ mod tests {
             assert_eq!(m.images, cat.engines[0].images, "its engine's images");
             assert!(m.table.bytes > 0);
             let id = m.identity.clone().expect("an identity");
-            assert_eq!(cat.by_identity(&id).map(|x| x.name.clone()), Some(m.name.clone()));
+            assert_eq!(
+                cat.by_identity(&id).map(|x| x.name.clone()),
+                Some(m.name.clone())
+            );
         }
         assert!(cat.engine(EngineId::TRIGRAM_V2).is_some());
         let err = cat.get("nope").expect_err("unknown");
@@ -670,12 +683,28 @@ mod tests {
     #[test]
     fn a_table_whose_crc_or_identity_is_not_the_manifests_is_named() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let cat = edited(dir.path(), |t| t.replacen("table_crc = 0x", "table_crc = 0x1", 1));
-        let problem = cat.models[0].problem.as_ref().expect("unusable").to_string();
+        // The first model's CRC with its lowest bit flipped.
+        let cat = edited(dir.path(), |t| {
+            let at = t.find("table_crc = 0x").expect("a table_crc") + "table_crc = 0x".len();
+            let end = at + t[at..].find('\n').expect("its line's end");
+            let crc = u32::from_str_radix(&t[at..end], 16).expect("hex");
+            format!("{}{:08x}{}", &t[..at], crc ^ 1, &t[end..])
+        });
+        let problem = cat.models[0]
+            .problem
+            .as_ref()
+            .expect("unusable")
+            .to_string();
         assert!(problem.contains("CRC-32"), "{problem}");
         let dir = tempfile::tempdir().expect("tempdir");
-        let cat = edited(dir.path(), |t| t.replacen("identity = \"", "identity = \"00", 1));
-        let problem = cat.models[0].problem.as_ref().expect("unusable").to_string();
+        let cat = edited(dir.path(), |t| {
+            t.replacen("identity = \"", "identity = \"00", 1)
+        });
+        let problem = cat.models[0]
+            .problem
+            .as_ref()
+            .expect("unusable")
+            .to_string();
         assert!(problem.contains("declares identity"), "{problem}");
     }
 
@@ -683,9 +712,17 @@ mod tests {
     fn a_model_for_an_engine_the_catalog_lacks_is_unusable_and_says_which() {
         let dir = tempfile::tempdir().expect("tempdir");
         let cat = edited(dir.path(), |t| {
-            t.replacen("engine = \"trigram-v2\"\ntable", "engine = \"llama\"\ntable", 1)
+            t.replacen(
+                "engine = \"trigram-v2\"\ntable",
+                "engine = \"llama\"\ntable",
+                1,
+            )
         });
-        let problem = cat.models[0].problem.as_ref().expect("unusable").to_string();
+        let problem = cat.models[0]
+            .problem
+            .as_ref()
+            .expect("unusable")
+            .to_string();
         assert!(
             problem.contains("\"llama\"") && problem.contains("trigram-v2"),
             "{problem}"

@@ -33,21 +33,24 @@ pub(super) fn generate(
         .context("starting the runtime")?;
     runtime.block_on(async {
         let attached = fabric_hw::attach(&root, RingConfig::default())?;
-        let (driver, _topology, _tables) = Driver::new(attached);
+        let (driver, _topology, tables) = Driver::new(attached);
         let shell = driver.shell().clone();
-        let slots = shell.slots();
-        let pick = slots.iter().find(|s| {
+        let holds = |s: &fabric_hw::shell::SlotStatus| {
             s.state == SlotState::Ready
                 && match &model {
                     Some(name) => catalog.by_identity(&s.identity).is_some_and(|m| *m.name == **name),
                     None => true,
                 }
-        });
-        let Some(slot) = pick else {
+        };
+        if !shell.slots().iter().any(holds) {
+            fill(&shell, &tables, &catalog, model.as_deref())?;
+        }
+        let slots = shell.slots();
+        let Some(slot) = slots.iter().find(|s| holds(s)) else {
             match &model {
                 Some(name) => {
                     catalog.get(name)?;
-                    bail!("model {name} is not loaded in any ready slot");
+                    bail!("model {name} is not loaded in any ready slot, and no slot runs its engine with no model");
                 }
                 None => bail!("no slot is ready (fabricd probe shows the slots)"),
             }
@@ -130,4 +133,49 @@ pub(super) fn generate(
         );
         Ok(())
     })
+}
+
+/// A board just booted holds engines and no models: commits `model` (the
+/// catalog's first usable one when none is named) into the first slot that
+/// runs its engine and holds no model, as the daemon would on starting.
+/// Nothing to do when no slot is empty.
+fn fill(
+    shell: &fabric_hw::shell::Shell,
+    tables: &fabric_hw::tables::Tables,
+    catalog: &crate::catalog::Catalog,
+    model: Option<&str>,
+) -> anyhow::Result<()> {
+    let candidates: Vec<&crate::catalog::CatalogModel> = match model {
+        Some(name) => vec![catalog.get(name)?],
+        None => catalog
+            .models
+            .iter()
+            .filter(|m| m.problem.is_none())
+            .collect(),
+    };
+    for entry in candidates {
+        let empty = shell
+            .slots()
+            .into_iter()
+            .find(|s| s.state == SlotState::NoModel && s.engine == Some(entry.engine));
+        if let Some(slot) = empty {
+            let took = crate::rotation::commit_model(
+                shell,
+                tables,
+                catalog,
+                entry,
+                slot.index,
+                &crate::rotation::RotationConfig::default(),
+            )
+            .with_context(|| format!("putting {} into slot {}", entry.name, slot.index))?;
+            eprintln!(
+                "fabricd: slot {} held no model: committed {}'s table ({:.1} ms)",
+                slot.index,
+                entry.name,
+                took.as_secs_f64() * 1e3
+            );
+            return Ok(());
+        }
+    }
+    Ok(())
 }

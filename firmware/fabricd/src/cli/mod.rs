@@ -75,11 +75,12 @@ enum Command {
         #[arg(long, default_value_t = 1.0)]
         temperature: f32,
     },
-    /// Print a bitstream's header, byte order and hash, and the catalog
-    /// entry it is, if any.
+    /// Print a bitstream's header, byte order and hash, or a model table's
+    /// header, identity and CRC, and the catalog entry it is, if any.
     #[command(after_help = PATHS_HELP)]
     Inspect {
-        /// A `.bit` or `.bin` file (relative to the working directory).
+        /// A `.bit`, `.bin` or `.ftb` file (relative to the working
+        /// directory).
         file: PathBuf,
         /// Root of the board's file system, for --catalog.
         #[arg(long, default_value = "/")]

@@ -38,19 +38,34 @@ pub(super) fn probe(
         s.prefill_ns, s.decode_ns
     );
     for slot in &p.slots {
-        let name = match (&catalog, slot.state) {
-            (_, SlotState::Empty) => String::new(),
+        let model = match (&catalog, slot.state) {
+            (_, SlotState::Empty | SlotState::NoModel | SlotState::Loading) => "-".to_owned(),
             (Some(c), _) => c
                 .by_identity(&slot.identity)
                 .map_or_else(|| "(not in the catalog)".into(), |m| m.name.to_string()),
             (None, _) => "(no catalog)".into(),
         };
+        let engine = match (slot.engine, &catalog) {
+            (None, _) => "no engine".to_owned(),
+            (Some(id), Some(c)) => match c.engine(id) {
+                Some(e) => format!("engine {} ({id})", e.name),
+                None => format!("engine {id} (not in the catalog)"),
+            },
+            (Some(id), None) => format!("engine {id}"),
+        };
+        let table = match slot.state {
+            SlotState::Ready => format!(
+                "table {}… crc {:#010x}",
+                &slot.identity[..12],
+                slot.table_crc
+            ),
+            _ => "no table".to_owned(),
+        };
         println!(
-            "  slot {}    {:<8} {:<12} sha256 {}…  loads {}, active {}{}  region {}",
+            "  slot {}    {:<8} {:<12} {engine}, {table}; loads {}, active {}{}  region {}",
             slot.index,
             slot.state.as_str(),
-            name,
-            &slot.identity[..12],
+            model,
             slot.loads,
             slot.active,
             if slot.quiesced { ", quiesced" } else { "" },

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::protocol::{Command, Refusal};
 use super::socket::Commands;
 use crate::catalog::Catalog;
-use crate::rotation::{LoadReport, RotationError, Rotator};
+use crate::rotation::{LoadReport, Program, RotationError, Rotator};
 use crate::sched::Control;
 use crate::stats::metrics::Metrics;
 use crate::stats::StatsHandle;
@@ -96,10 +96,22 @@ impl Commands for Admin {
                 slot,
                 force,
                 full,
+                reflash,
             } => {
+                let program = match (full, reflash) {
+                    (true, true) => {
+                        return Err(Refusal::new(
+                            "bad_request",
+                            "load: \"full\" programs every slot; \"reflash\" is for one",
+                        ))
+                    }
+                    (true, false) => Program::Fabric,
+                    (false, true) => Program::Slot,
+                    (false, false) => Program::AsNeeded,
+                };
                 let r = self
                     .rotator
-                    .load(&model, slot, force, full)
+                    .load(&model, slot, force, program)
                     .await
                     .map_err(refuse)?;
                 Ok(json!({

@@ -36,6 +36,10 @@ pub enum Command {
         /// A full reconfiguration, even where partial loads work.
         #[serde(default)]
         full: bool,
+        /// The slot's engine image programmed again even where the slot
+        /// runs the model's engine (a load is otherwise a table switch).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        reflash: bool,
     },
     /// Load the next model of the schedule.
     Rotate,
@@ -179,12 +183,14 @@ mod tests {
                 slot: Some(1),
                 force: true,
                 full: false,
+                reflash: true,
             },
             Command::Load {
                 model: "kjv".into(),
                 slot: None,
                 force: false,
                 full: true,
+                reflash: false,
             },
             Command::Rotate,
             Command::Drain {

@@ -19,10 +19,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabric_hw::tables::Tables;
 use fabric_hw::contract::{CqeStatus, FaultCode, Finish};
 use fabric_hw::devtree::Topology;
 use fabric_hw::shell::{Completion, Drained, Rings, Shell, ShellError, Submission};
+use fabric_hw::tables::Tables;
 use fabric_hw::uio::UioIrq;
 use fabric_hw::Attached;
 

@@ -92,16 +92,12 @@ impl RotationError {
     pub fn kind(&self) -> &'static str {
         match self {
             RotationError::BadName(_) => "bad_model_name",
-            RotationError::Catalog(CatalogError::UnknownModel { .. }) => "unknown_model",
+            RotationError::Catalog(c) | RotationError::Unusable { problem: c, .. } => {
+                catalog_kind(c)
+            }
             // An image the gate refused is refused for the gate's reason,
             // when it was found loading or when the catalog was read.
-            RotationError::Gate(g)
-            | RotationError::Catalog(CatalogError::Gate(g))
-            | RotationError::Unusable {
-                problem: CatalogError::Gate(g),
-                ..
-            } => g.kind(),
-            RotationError::Catalog(_) | RotationError::Unusable { .. } => "bad_image",
+            RotationError::Gate(g) => g.kind(),
             RotationError::NoSuchSlot { .. } => "no_such_slot",
             RotationError::NotForSlot { .. } => "wrong_slot",
             RotationError::WrongShell { .. } => "wrong_shell",
@@ -126,6 +122,32 @@ impl RotationError {
     }
 }
 
+/// The type of a catalog's refusal: an image the gate refused, for the
+/// gate's reason, also when it is a model's engine's.
+fn catalog_kind(e: &CatalogError) -> &'static str {
+    match e {
+        CatalogError::UnknownModel { .. } => "unknown_model",
+        CatalogError::Gate(g) => g.kind(),
+        CatalogError::EngineUnusable { problem, .. } => catalog_kind(problem),
+        _ => "bad_image",
+    }
+}
+
+/// How much of the fabric a load programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Program {
+    /// The slot's engine image only where the slot does not run the
+    /// model's engine; else a switch, the table alone.
+    #[default]
+    AsNeeded,
+    /// The slot's engine image even where it runs the engine (`reflash`):
+    /// the engine's logic rebuilt from its image.
+    Slot,
+    /// The full image: the shell and every slot, the fabric dark meanwhile
+    /// (`full`).
+    Fabric,
+}
+
 /// Timeouts and the schedule.
 #[derive(Debug, Clone)]
 pub struct RotationConfig {
@@ -136,6 +158,8 @@ pub struct RotationConfig {
     /// How long a slot may take to read a committed table in.
     pub commit_timeout: Duration,
     pub schedule: Vec<String>,
+    /// Where the slot plan is kept ([`super::plan`]); none: not kept.
+    pub plan: Option<std::path::PathBuf>,
 }
 
 impl Default for RotationConfig {
@@ -147,6 +171,7 @@ impl Default for RotationConfig {
             full_timeout: Duration::from_secs(300),
             commit_timeout: Duration::from_secs(10),
             schedule: Vec::new(),
+            plan: None,
         }
     }
 }

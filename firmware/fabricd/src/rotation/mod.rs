@@ -83,13 +83,33 @@ use crate::sched::{Control, SlotView};
 use crate::stats::StatsHandle;
 
 mod image;
+mod plan;
 pub mod policy;
 mod program;
 
 pub use crate::catalog::gate::part_matches;
 
 mod error;
-pub use error::{LoadReport, RestartHandle, RotationConfig, RotationError, OVERLAY_PREFIX};
+pub use error::{
+    LoadReport, Program, RestartHandle, RotationConfig, RotationError, OVERLAY_PREFIX,
+};
+
+/// Puts `model` into `slot`, which runs its engine, with no daemon around
+/// (`fabricd generate` on a board just booted): its table checked against
+/// the catalog, committed, the slot serving again. Blocks for the commit.
+pub fn commit_model(
+    shell: &Shell,
+    tables: &Tables,
+    catalog: &Catalog,
+    model: &CatalogModel,
+    slot: u8,
+    config: &RotationConfig,
+) -> Result<Duration, RotationError> {
+    let table = image::check_table(catalog, model)?;
+    let r = program::commit_table(shell, tables, slot, &table, model.engine, config);
+    shell.set_quiesce(slot, false);
+    r
+}
 
 /// Loads models into slots.
 pub struct Rotator {
@@ -111,6 +131,8 @@ pub struct Rotator {
     /// Bytes per second of recent partial loads, for estimates.
     rate: Mutex<f64>,
     restart: RestartHandle,
+    /// Which model each slot was last given.
+    plan: plan::Plan,
 }
 
 impl std::fmt::Debug for Rotator {
@@ -158,6 +180,7 @@ impl Rotator {
                 root.overlays().display()
             );
         }
+        let plan = plan::Plan::open(config.plan.clone());
         Rotator {
             root,
             catalog,
@@ -172,6 +195,27 @@ impl Rotator {
             busy: tokio::sync::Mutex::new(()),
             rate: Mutex::new(400_000.0),
             restart,
+            plan,
+        }
+    }
+
+    /// The model `slot` was last given, if the catalog can still load it:
+    /// what a slot that lost its table (a power cycle, a full
+    /// reconfiguration) should hold again.
+    pub fn planned(&self, slot: u8) -> Option<String> {
+        self.plan
+            .get(slot)
+            .filter(|m| self.catalog.get(m).is_ok_and(|e| e.problem.is_none()))
+    }
+
+    /// Records that `slot` now holds `model`; a plan that cannot be written
+    /// costs the next boot its memory of the slot, not this load.
+    fn remember(&self, slot: u8, model: &str) {
+        if let Err(e) = self.plan.set(slot, model) {
+            log::error!(
+                "rotation: recording that slot {slot} holds {model}: {}",
+                fabric_hw::Chain(&e)
+            );
         }
     }
 
@@ -248,7 +292,7 @@ impl Rotator {
                 restart: None,
             });
         }
-        self.load(&next, None, false, false).await
+        self.load(&next, None, false, Program::AsNeeded).await
     }
 
     /// Drains a slot and leaves it out of service until a load or `resume`.
@@ -319,17 +363,33 @@ impl Rotator {
         if holds {
             return Ok(None);
         }
-        self.load(model, Some(slot), false, false).await.map(Some)
+        // Filling a slot leaves routing as it is: `default` stays the
+        // first slot's model, not whichever slot was filled last.
+        self.load_routed(model, Some(slot), false, Program::AsNeeded, false)
+            .await
+            .map(Some)
     }
 
     /// Loads `model` into `slot` (or the slot make-before-break picks), or
-    /// into the whole fabric (`full`, or where there are no overlays).
+    /// into the whole fabric ([`Program::Fabric`], or where a slot must be
+    /// programmed and there are no overlays). `default` becomes the model.
     pub async fn load(
         &self,
         model: &str,
         slot: Option<u8>,
         force: bool,
-        full: bool,
+        program: Program,
+    ) -> Result<LoadReport, RotationError> {
+        self.load_routed(model, slot, force, program, true).await
+    }
+
+    async fn load_routed(
+        &self,
+        model: &str,
+        slot: Option<u8>,
+        force: bool,
+        program: Program,
+        route: bool,
     ) -> Result<LoadReport, RotationError> {
         if !catalog::valid_model_name(model) {
             return Err(RotationError::BadName(model.to_owned()));
@@ -351,10 +411,19 @@ impl Rotator {
             .busy
             .try_lock()
             .map_err(|_| RotationError::AlreadyLoading)?;
-        match self.overlays.is_some() && !full {
-            true => self.load_partial(&entry, slot, force).await,
-            false => self.load_full(&entry, force).await,
+        if program == Program::Fabric {
+            return self.load_full(&entry, force).await;
         }
+        let slot = slot.unwrap_or_else(|| {
+            policy::pick_slot(&self.views(), &entry.name, self.current().as_ref())
+        });
+        let reflash = program == Program::Slot || !self.runs_engine(slot, &entry);
+        if reflash && self.overlays.is_none() {
+            // No overlays: a slot's engine goes in only with the whole
+            // fabric's image.
+            return self.load_full(&entry, force).await;
+        }
+        self.load_partial(&entry, slot, force, reflash, route).await
     }
 
     fn check(
@@ -426,22 +495,22 @@ impl Rotator {
         Ok((method, reconfigure, commit))
     }
 
+    /// A load into one slot: its engine's partial image first if
+    /// `reflash`, then the table; `route` makes the model `default`.
     async fn load_partial(
         &self,
         entry: &CatalogModel,
-        slot: Option<u8>,
+        slot: u8,
         force: bool,
+        reflash: bool,
+        route: bool,
     ) -> Result<LoadReport, RotationError> {
         let start = Instant::now();
-        let current = self.current();
-        let slot =
-            slot.unwrap_or_else(|| policy::pick_slot(&self.views(), &entry.name, current.as_ref()));
         let table = tokio::task::block_in_place(|| image::check_table(&self.catalog, entry))?;
         let staged = table.sha256.clone();
-        let switch = self.runs_engine(slot, entry);
-        let checked = match switch {
-            true => None,
-            false => Some(self.check(entry, slot, ImageKind::Partial)?),
+        let checked = match reflash {
+            true => Some(self.check(entry, slot, ImageKind::Partial)?),
+            false => None,
         };
         let previous = self
             .views()
@@ -462,9 +531,9 @@ impl Rotator {
                 .unwrap_or_default()
         );
         let new_name: Arc<str> = entry.name.clone();
-        let estimate = checked.as_ref().map_or(Duration::from_millis(200), |c| {
-            self.estimate(c.bin.len())
-        });
+        let estimate = checked
+            .as_ref()
+            .map_or(Duration::from_millis(200), |c| self.estimate(c.bin.len()));
         self.sched
             .begin_load(vec![slot], new_name.clone(), estimate)
             .await;
@@ -516,7 +585,10 @@ impl Rotator {
         self.sched.end_load(vec![slot], outcome.is_ok()).await;
         self.stats.reconfig_end(reconfig_id);
         let (method, reconfigure, commit) = outcome?;
-        self.sched.set_default(new_name, None).await;
+        self.remember(slot, &entry.name);
+        if route {
+            self.sched.set_default(new_name, None).await;
+        }
         log::info!(
             "rotation: slot {slot} runs {} ({method}: drain {:.0} ms, reconfiguration {:.0} ms, table {:.0} ms)",
             entry.name,
@@ -545,13 +617,15 @@ impl Rotator {
             true => None,
             false => Some(self.check(&entry, slot, ImageKind::Partial)?),
         };
-        let estimate = checked.as_ref().map_or(Duration::from_millis(200), |c| {
-            self.estimate(c.bin.len())
-        });
+        let estimate = checked
+            .as_ref()
+            .map_or(Duration::from_millis(200), |c| self.estimate(c.bin.len()));
         self.sched
             .begin_load(vec![slot], Arc::from(model), estimate)
             .await;
-        self.put(slot, &entry, table, checked.as_ref()).await.map(|_| ())
+        self.put(slot, &entry, table, checked.as_ref())
+            .await
+            .map(|_| ())
     }
 
     async fn load_full(
@@ -573,10 +647,18 @@ impl Rotator {
         let checked = self.check(entry, 0, ImageKind::Full)?;
         let table = tokio::task::block_in_place(|| image::check_table(&self.catalog, entry))?;
         let slots: Vec<u8> = (0..self.shell.info().slots as u8).collect();
-        let replaced = self
-            .views()
+        let views = self.views();
+        let replaced = views
             .first()
             .and_then(|v| v.model.as_deref().map(str::to_owned));
+        // What each slot held, to hold again: the plan's, where it knows.
+        let held: Vec<Option<String>> = views
+            .iter()
+            .map(|v| {
+                self.planned(v.index)
+                    .or_else(|| v.model.as_deref().map(str::to_owned))
+            })
+            .collect();
         log::info!(
             "rotation: full reconfiguration with {} ({}); the whole fabric goes dark",
             entry.name,
@@ -620,12 +702,22 @@ impl Rotator {
             }
         }
         // The engine is in every slot, no model yet: the model's table into
-        // slot 0 (a restarting daemon fills the slots as it starts).
+        // slot 0, and into each other slot the model it held before (a
+        // restarting daemon fills the slots from the plan as it starts).
+        if result.is_ok() {
+            self.remember(0, &entry.name);
+            for (slot, model) in held.iter().enumerate().skip(1) {
+                if let Some(model) = model {
+                    self.remember(slot as u8, model);
+                }
+            }
+        }
         let result = match result {
             Ok(()) if restart.is_none() => match self.program_table(0, table, entry.engine).await {
                 Ok(took) => {
                     table_time = took;
                     self.shell.set_quiesce(0, false);
+                    self.refill(&held).await;
                     Ok(())
                 }
                 Err(e) => Err(e),
@@ -648,5 +740,36 @@ impl Rotator {
             total_ms: start.elapsed().as_millis(),
             restart,
         })
+    }
+
+    /// After a full load: commits into every slot but 0 the model it held
+    /// before, where the catalog has it. A slot that cannot take its model
+    /// is logged and left with none; slot 0's load stands.
+    async fn refill(&self, held: &[Option<String>]) {
+        for (slot, model) in held.iter().enumerate().skip(1) {
+            let (Ok(slot), Some(model)) = (u8::try_from(slot), model) else {
+                continue;
+            };
+            let entry = match self.catalog.get(model) {
+                Ok(e) if e.problem.is_none() && self.runs_engine(slot, e) => e.clone(),
+                _ => continue,
+            };
+            let put = async {
+                let table =
+                    tokio::task::block_in_place(|| image::check_table(&self.catalog, &entry))?;
+                self.program_table(slot, table, entry.engine).await
+            };
+            match put.await {
+                Ok(took) => log::info!(
+                    "rotation: slot {slot} holds {model} again ({:.0} ms)",
+                    took.as_secs_f64() * 1e3
+                ),
+                Err(e) => log::error!(
+                    "rotation: slot {slot} could not take {model} again: {}",
+                    fabric_hw::Chain(&e)
+                ),
+            }
+            self.shell.set_quiesce(slot, false);
+        }
     }
 }

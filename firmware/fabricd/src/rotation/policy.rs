@@ -63,7 +63,8 @@ mod tests {
             index,
             state: SlotState::Ready,
             model: model.map(Arc::from),
-            hash: String::new(),
+            engine: None,
+            identity: String::new(),
             accepting: true,
             loaded_at,
         }

@@ -12,10 +12,11 @@ use fabric_hw::devtree::slot_overlay;
 use fabric_hw::fpga::{FpgaError, FpgaManager, Overlays};
 use fabric_hw::root::FIRMWARE_SUBDIR;
 use fabric_hw::shell::Shell;
+use fabric_hw::tables::Tables;
 use fabric_hw::Root;
 
 use super::image::{stage, Checked, CheckedTable};
-use super::{RotationError, Rotator, OVERLAY_PREFIX};
+use super::{RotationConfig, RotationError, Rotator, OVERLAY_PREFIX};
 
 /// How long a slot may take to report the new module once the kernel says
 /// the partial load is done.
@@ -71,11 +72,8 @@ impl Rotator {
         .await
     }
 
-    /// Commits `table` into `slot`, whose engine runs it (contract section
-    /// 7, "Committing a table"): quiesce (a no-op after a partial load,
-    /// which left it so), write and commit, then the slot's report checked
-    /// against the catalog: its engine, the CRC its engine computed, the
-    /// identity the table declares. Returns how long the commit took.
+    /// Commits `table` into `slot`, whose engine runs it ([`commit_table`]).
+    /// Returns how long the commit took.
     pub(super) async fn program_table(
         &self,
         slot: u8,
@@ -84,32 +82,8 @@ impl Rotator {
     ) -> Result<Duration, RotationError> {
         let shell = self.shell.clone();
         let tables = self.tables.clone();
-        let (quiesce, commit) = (self.config.quiesce_timeout, self.config.commit_timeout);
-        blocking_value(move || {
-            shell
-                .quiesce(slot, quiesce)
-                .map_err(|source| RotationError::Quiesce { slot, source })?;
-            let got = tables.commit(&shell, slot, &table.bytes, commit)?;
-            if got.engine != Some(engine) || got.crc != table.crc || got.identity != table.identity
-            {
-                return Err(RotationError::Readback {
-                    slot,
-                    state: "ready".into(),
-                    found: format!(
-                        "engine {}, table CRC {:#010x}, identity {}",
-                        got.engine.map_or("none".into(), |e| e.to_string()),
-                        got.crc,
-                        got.identity
-                    ),
-                    expected: format!(
-                        "engine {engine}, table CRC {:#010x}, identity {}",
-                        table.crc, table.identity
-                    ),
-                });
-            }
-            Ok(got.took)
-        })
-        .await
+        let config = self.config.clone();
+        blocking_value(move || commit_table(&shell, &tables, slot, &table, engine, &config)).await
     }
 
     /// A full load of `checked` (`engine` in every slot): stage, the
@@ -232,4 +206,41 @@ async fn blocking_value<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| RotationError::Internal(format!("the load task failed: {e}")))?
+}
+
+/// Commits `table` into `slot`, whose engine runs it (contract section 7,
+/// "Committing a table"): quiesce (a no-op after a partial load, which left
+/// it so), write and commit, then the slot's report checked against the
+/// catalog: its engine, the CRC its engine computed, the identity the table
+/// declares. The slot stays quiesced: the caller lets it serve again.
+/// Returns how long the commit took.
+pub(super) fn commit_table(
+    shell: &Shell,
+    tables: &Tables,
+    slot: u8,
+    table: &CheckedTable,
+    engine: EngineId,
+    config: &RotationConfig,
+) -> Result<Duration, RotationError> {
+    shell
+        .quiesce(slot, config.quiesce_timeout)
+        .map_err(|source| RotationError::Quiesce { slot, source })?;
+    let got = tables.commit(shell, slot, &table.bytes, config.commit_timeout)?;
+    if got.engine != Some(engine) || got.crc != table.crc || got.identity != table.identity {
+        return Err(RotationError::Readback {
+            slot,
+            state: "ready".into(),
+            found: format!(
+                "engine {}, table CRC {:#010x}, identity {}",
+                got.engine.map_or("none".into(), |e| e.to_string()),
+                got.crc,
+                got.identity
+            ),
+            expected: format!(
+                "engine {engine}, table CRC {:#010x}, identity {}",
+                table.crc, table.identity
+            ),
+        });
+    }
+    Ok(got.took)
 }

@@ -78,7 +78,8 @@ impl Run {
                 index,
                 state: SlotState::Ready,
                 model: Some(Arc::from("m")),
-                hash: String::new(),
+                engine: None,
+                identity: String::new(),
             })
             .collect();
         Run {

@@ -20,7 +20,8 @@ pub(in crate::sched) fn views(models: &[&str]) -> Vec<ShellSlot> {
             index: i as u8,
             state: SlotState::Ready,
             model: Some(Arc::from(*m)),
-            hash: String::new(),
+            engine: None,
+            identity: String::new(),
         })
         .collect()
 }

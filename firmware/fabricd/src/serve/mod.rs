@@ -254,52 +254,72 @@ pub async fn run_ready(
         })
     });
     // The slots the configuration wants (one model in every slot, say),
-    // loaded one at a time while the others serve; and a slot that holds an
-    // engine but no model (a board just booted: its full image carries the
-    // engines, not the models) gets the catalog's models in turn.
-    let holding = {
-        let rotator = rotator.clone();
-        let mut want = config.slot_models.clone();
-        let views = boot_views;
-        let usable: Vec<String> = catalog
-            .models
-            .iter()
-            .filter(|m| m.problem.is_none())
-            .map(|m| m.name.to_string())
-            .collect();
-        for v in &views {
-            let i = usize::from(v.index);
-            if v.state == SlotState::NoModel
-                && want.get(i).is_none_or(String::is_empty)
-                && !usable.is_empty()
-            {
+    // and a slot that holds an engine but no model (a board just booted:
+    // its full image carries the engines, not the models) gets what it
+    // last held, or the catalog's models in turn. Those empty slots are filled before the
+    // daemon says it serves (a commit takes milliseconds, and a fresh
+    // board would otherwise answer its first callers "no model"); a slot
+    // that must be reprogrammed is loaded afterwards, one at a time, while
+    // the others serve.
+    let mut want = config.slot_models.clone();
+    let usable: Vec<String> = catalog
+        .models
+        .iter()
+        .filter(|m| m.problem.is_none())
+        .map(|m| m.name.to_string())
+        .collect();
+    let mut empty = Vec::new();
+    for v in &boot_views {
+        let i = usize::from(v.index);
+        if v.state != SlotState::NoModel {
+            continue;
+        }
+        empty.push(i);
+        if want.get(i).is_none_or(String::is_empty) {
+            // What the slot last held (the plan on the card), else the
+            // catalog's models in turn.
+            let model = rotator
+                .planned(v.index)
+                .or_else(|| (!usable.is_empty()).then(|| usable[i % usable.len()].clone()));
+            if let Some(model) = model {
                 want.resize(want.len().max(i + 1), String::new());
-                want[i] = usable[i % usable.len()].clone();
+                want[i] = model;
             }
         }
-        (!want.iter().all(String::is_empty)).then(|| {
-            tokio::spawn(async move {
-                for (slot, model) in want.iter().enumerate() {
-                    let Ok(slot) = u8::try_from(slot) else { break };
-                    if model.is_empty() {
-                        continue;
-                    }
-                    match rotator.hold(slot, model).await {
-                        Ok(None) => {}
-                        Ok(Some(r)) => log::info!(
-                            "serve: slot {slot} now holds {model} ({}, {} ms)",
-                            r.method,
-                            r.total_ms
-                        ),
-                        Err(e) => log::error!(
-                            "serve: slot {slot} should hold {model}: {}",
-                            fabric_hw::Chain(&e)
-                        ),
-                    }
-                }
-            })
-        })
+    }
+    let hold = |rotator: Arc<Rotator>, slot: usize, model: String| async move {
+        let Ok(slot) = u8::try_from(slot) else { return };
+        match rotator.hold(slot, &model).await {
+            Ok(None) => {}
+            Ok(Some(r)) => log::info!(
+                "serve: slot {slot} now holds {model} ({}, {} ms)",
+                r.method,
+                r.total_ms
+            ),
+            Err(e) => log::error!(
+                "serve: slot {slot} should hold {model}: {}",
+                fabric_hw::Chain(&e)
+            ),
+        }
     };
+    for &slot in &empty {
+        if let Some(model) = want.get(slot).filter(|m| !m.is_empty()) {
+            hold(rotator.clone(), slot, model.clone()).await;
+        }
+    }
+    let later: Vec<(usize, String)> = want
+        .into_iter()
+        .enumerate()
+        .filter(|(slot, model)| !model.is_empty() && !empty.contains(slot))
+        .collect();
+    let holding = (!later.is_empty()).then(|| {
+        let rotator = rotator.clone();
+        tokio::spawn(async move {
+            for (slot, model) in later {
+                hold(rotator.clone(), slot, model).await;
+            }
+        })
+    });
     ready.fire();
     log::info!("serve: ready");
 

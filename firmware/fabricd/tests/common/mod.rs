@@ -125,7 +125,7 @@ impl Daemon {
     ) -> Daemon {
         let mut sc = SimConfig::for_root(dir.path());
         sc.firmware = Some(bitstreams());
-        sc.load = vec!["0=kjv.bit".into(), "1=fortunes.bit".into()];
+        sc.load = vec!["0=trigram-v2.bit".into(), "1=trigram-v2.bit".into()];
         sc.time_scale = 1.0;
         sim_tweak(&mut sc);
         let sim = Simulator::start(sc).expect("simulator");
