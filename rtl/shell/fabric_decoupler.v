@@ -11,12 +11,26 @@
 // completes none itself. Whatever the slot's logic does while it is being
 // reprogrammed cannot reach the shell. The decoupler comes out of reset
 // coupled, as the IP does.
+//
+// The engine's read master (contract 2.0) passes through it to the slot's
+// HP port, and the decoupler counts the bursts the PS owes (each AR taken,
+// until its RLAST), as Xilinx's DFX AXI Shutdown Manager (PG377) tracks
+// the transactions outstanding at a boundary. Decoupled, no read is asked
+// for (ARVALID low to the PS) and none is answered to the slot (RVALID
+// low to it); the beats of the bursts still owed are taken from the PS and
+// dropped (RREADY high), also after the slot is coupled again, until none
+// is owed: the port is never left with a burst it cannot finish, and a
+// new engine never receives a beat it did not ask for (what a slot
+// reprogrammed while coupled asked for, say). `draining` says so, and the
+// shell waits for it before it reads what the slot holds. A slot
+// decoupled with a read under way comes up torn: the shell saw the read.
 
 `default_nettype none
 
 module fabric_decoupler #(
     parameter integer REQ_W = 117,      // a step: a, b, draw, greedy, inv_t
-    parameter integer RSP_W = 33        // its answer: token, fault
+    parameter integer RSP_W = 34,       // its answer: token, fault code
+    parameter integer DAW = 40
 ) (
     input  wire             clk,
     input  wire             rst,
@@ -41,6 +55,7 @@ module fabric_decoupler #(
     output wire [1:0]       s_rresp,
 
     output reg              decoupled,
+    output wire             draining,   // bursts owed by the PS are being dropped
 
     // Shell side.
     input  wire             sh_req_valid,
@@ -50,10 +65,26 @@ module fabric_decoupler #(
     input  wire             sh_rsp_ready,
     output wire [RSP_W-1:0] sh_rsp_data,
     input  wire             sh_reload,
-    output wire             sh_present,
-    output wire             sh_table_done,
-    output wire             sh_table_ok,
+    output wire [31:0]      sh_engine,
+    input  wire             sh_tbl_start,
+    input  wire [DAW-1:0]   sh_tbl_base,
+    input  wire [31:0]      sh_tbl_region,
+    output wire             sh_tbl_done,
+    output wire [1:0]       sh_tbl_result,
+    output wire [31:0]      sh_tbl_crc,
     output wire [255:0]     sh_identity,
+    output wire             sh_reading,
+
+    // The slot's HP port, the PS's side.
+    output wire [DAW-1:0]   ps_araddr,
+    output wire [7:0]       ps_arlen,
+    output wire             ps_arvalid,
+    input  wire             ps_arready,
+    input  wire [31:0]      ps_rdata,
+    input  wire [1:0]       ps_rresp,
+    input  wire             ps_rlast,
+    input  wire             ps_rvalid,
+    output wire             ps_rready,
 
     // Slot side.
     output wire             rp_req_valid,
@@ -63,10 +94,24 @@ module fabric_decoupler #(
     output wire             rp_rsp_ready,
     input  wire [RSP_W-1:0] rp_rsp_data,
     output wire             rp_reload,
-    input  wire             rp_present,
-    input  wire             rp_table_done,
-    input  wire             rp_table_ok,
-    input  wire [255:0]     rp_identity
+    input  wire [31:0]      rp_engine,
+    output wire             rp_tbl_start,
+    output wire [DAW-1:0]   rp_tbl_base,
+    output wire [31:0]      rp_tbl_region,
+    input  wire             rp_tbl_done,
+    input  wire [1:0]       rp_tbl_result,
+    input  wire [31:0]      rp_tbl_crc,
+    input  wire [255:0]     rp_identity,
+    input  wire             rp_reading,
+    input  wire [DAW-1:0]   rp_araddr,
+    input  wire [7:0]       rp_arlen,
+    input  wire             rp_arvalid,
+    output wire             rp_arready,
+    output wire [31:0]      rp_rdata,
+    output wire [1:0]       rp_rresp,
+    output wire             rp_rlast,
+    output wire             rp_rvalid,
+    input  wire             rp_rready
 );
     wire        reg_we, reg_re;
     wire [11:0] reg_waddr, reg_raddr;
@@ -99,14 +144,55 @@ module fabric_decoupler #(
     assign sh_req_ready = !decoupled && rp_req_ready;
     assign sh_rsp_valid = !decoupled && rp_rsp_valid;
     assign sh_rsp_data = decoupled ? {RSP_W{1'b0}} : rp_rsp_data;
-    assign sh_present = !decoupled && rp_present;
-    assign sh_table_done = !decoupled && rp_table_done;
-    assign sh_table_ok = !decoupled && rp_table_ok;
+    assign sh_engine = decoupled ? 32'd0 : rp_engine;
+    assign sh_tbl_done = !decoupled && rp_tbl_done;
+    assign sh_tbl_result = decoupled ? 2'd0 : rp_tbl_result;
+    assign sh_tbl_crc = decoupled ? 32'd0 : rp_tbl_crc;
     assign sh_identity = decoupled ? 256'd0 : rp_identity;
+    assign sh_reading = !decoupled && rp_reading;
     assign rp_req_valid = !decoupled && sh_req_valid;
     assign rp_req_data = sh_req_data;
     assign rp_rsp_ready = !decoupled && sh_rsp_ready;
     assign rp_reload = !decoupled && sh_reload;
+    assign rp_tbl_start = !decoupled && sh_tbl_start;
+    assign rp_tbl_base = sh_tbl_base;
+    assign rp_tbl_region = sh_tbl_region;
+
+    // Bursts the PS owes the slot's port, and whether their beats are
+    // dropped: from a decoupling until none is owed.
+    reg [7:0] owed;
+    reg       dropping;
+    wire      ps_ar = ps_arvalid && ps_arready;
+    wire      ps_end = ps_rvalid && ps_rready && ps_rlast;
+    always @(posedge clk) begin
+        if (rst) begin
+            owed <= 8'd0;
+            dropping <= 1'b0;
+        end else begin
+            // At most the PS's read acceptance is owed; the count saturates
+            // rather than wraps should a broken slot ask for more.
+            if (ps_ar && !ps_end && owed != 8'hFF)
+                owed <= owed + 8'd1;
+            else if (ps_end && !ps_ar && owed != 8'd0)
+                owed <= owed - 8'd1;
+            if (decoupled)
+                dropping <= 1'b1;
+            else if (owed == 8'd0 || (owed == 8'd1 && ps_end && !ps_ar))
+                dropping <= 1'b0;
+        end
+    end
+    wire cut = decoupled || dropping;
+    assign draining = cut;
+
+    assign ps_araddr = rp_araddr;
+    assign ps_arlen = rp_arlen;
+    assign ps_arvalid = !cut && rp_arvalid;
+    assign rp_arready = !cut && ps_arready;
+    assign rp_rdata = ps_rdata;
+    assign rp_rresp = ps_rresp;
+    assign rp_rlast = ps_rlast;
+    assign rp_rvalid = !cut && ps_rvalid;
+    assign ps_rready = cut || rp_rready;
 endmodule
 
 `default_nettype wire

@@ -43,6 +43,11 @@ module fabric_regs #(
     output reg  [31:0]           cq_head,
     output reg  [SLOTS-1:0]      quiesce,
     output wire [SLOTS*CPS*32-1:0] cancel,
+    // Each slot's table: where it lies, its region's words, the commit
+    // asked for (section 7).
+    output wire [SLOTS*DAW-1:0]  tbl_base,
+    output wire [SLOTS*32-1:0]   tbl_words,
+    output wire [SLOTS*32-1:0]   tbl_commit,
 
     // The rings, as ENABLE found them.
     output reg                   enabled,
@@ -62,8 +67,11 @@ module fabric_regs #(
     input  wire [31:0]           cq_tail,
     input  wire [SLOTS*4-1:0]    slot_state,
     input  wire [SLOTS*8-1:0]    slot_err,
+    input  wire [SLOTS*32-1:0]   slot_engine,
     input  wire [SLOTS*32-1:0]   slot_loads,
-    input  wire [SLOTS*256-1:0]  slot_hash,
+    input  wire [SLOTS*32-1:0]   slot_crc,
+    input  wire [SLOTS*32-1:0]   slot_committed,
+    input  wire [SLOTS*256-1:0]  slot_identity,
     input  wire [SLOTS-1:0]      slot_idle,      // no decode step outstanding
     input  wire [SLOTS*8-1:0]    slot_active,
 
@@ -79,7 +87,7 @@ module fabric_regs #(
 );
     localparam integer NCTX = SLOTS * CPS;
     localparam [31:0]  MAGIC = 32'h4641_4252;  // "FABR"
-    localparam [31:0]  VERSION = {16'd1, 16'd1};
+    localparam [31:0]  VERSION = {16'd2, 16'd0};
     localparam [7:0]   F_RING = 8'd5;
     localparam [31:0]  CAPS = SLOTS | (LANES << 4) | (CPS << 12);
 
@@ -93,6 +101,10 @@ module fabric_regs #(
     reg        ring_event;          // ENABLE found them misprogrammed
     reg [31:0] sq_base_lo, sq_base_hi, cq_base_lo, cq_base_hi;
     reg [31:0] cancel_r [0:NCTX-1];
+    reg [31:0] tbl_lo [0:SLOTS-1];
+    reg [31:0] tbl_hi [0:SLOTS-1];
+    reg [31:0] tbl_words_r [0:SLOTS-1];
+    reg [31:0] tbl_commit_r [0:SLOTS-1];
     reg [31:0] fault_code;
     reg [31:0] cnt_submitted, cnt_completed, cnt_cancelled, cnt_tokens, cnt_errors;
     reg [31:0] cnt_active;
@@ -105,11 +117,19 @@ module fabric_regs #(
         for (g = 0; g < NCTX; g = g + 1) begin : ctx_cancel
             assign cancel[32 * g +: 32] = cancel_r[g];
         end
+        for (g = 0; g < SLOTS; g = g + 1) begin : slot_table
+            wire [63:0] base = {tbl_hi[g], tbl_lo[g]};
+            wire        unused_base = ^base[63:DAW];
+            assign tbl_base[DAW * g +: DAW] = base[DAW-1:0];
+            assign tbl_words[32 * g +: 32] = tbl_words_r[g];
+            assign tbl_commit[32 * g +: 32] = tbl_commit_r[g];
+        end
     endgenerate
 
     // ---- host writes ---------------------------------------------------------
     wire [5:0] w_slot = reg_waddr[11:6] - 6'd4;
     wire [9:0] w_ctx = reg_waddr[11:2] - 10'h100;
+    wire [7:0] w_tbl = reg_waddr[11:4] - 8'h30;
     integer i;
     always @(posedge clk) begin
         if (rst) begin
@@ -127,6 +147,12 @@ module fabric_regs #(
             quiesce <= {SLOTS{1'b0}};
             for (i = 0; i < NCTX; i = i + 1)
                 cancel_r[i] <= 32'd0;
+            for (i = 0; i < SLOTS; i = i + 1) begin
+                tbl_lo[i] <= 32'd0;
+                tbl_hi[i] <= 32'd0;
+                tbl_words_r[i] <= 32'd0;
+                tbl_commit_r[i] <= 32'd0;
+            end
         end else if (reg_we) begin
             // One writer per word: device registers ignore writes.
             case (reg_waddr)
@@ -147,6 +173,14 @@ module fabric_regs #(
                 quiesce[w_slot[SLW-1:0]] <= reg_wdata[0];
             if (reg_waddr >= 12'h400 && reg_waddr < 12'h800 && {22'd0, w_ctx} < NCTX)
                 cancel_r[w_ctx[CXW-1:0]] <= reg_wdata;
+            if (reg_waddr >= 12'h300 && reg_waddr < 12'h400 && {24'd0, w_tbl} < SLOTS)
+                case (reg_waddr[3:0])
+                    4'h0: tbl_lo[w_tbl[SLW-1:0]] <= reg_wdata;
+                    4'h4: tbl_hi[w_tbl[SLW-1:0]] <= reg_wdata;
+                    4'h8: tbl_words_r[w_tbl[SLW-1:0]] <= reg_wdata;
+                    4'hC: tbl_commit_r[w_tbl[SLW-1:0]] <= reg_wdata;
+                    default: ;
+                endcase
         end
     end
 
@@ -287,9 +321,11 @@ module fabric_regs #(
     wire [5:0] r_slot = reg_raddr[11:6] - 6'd4;
     wire [5:0] r_off = reg_raddr[5:0];
     wire [9:0] r_ctx = reg_raddr[11:2] - 10'h100;
+    wire [7:0] r_tbl = reg_raddr[11:4] - 8'h30;
     wire [SLW-1:0] rs = r_slot[SLW-1:0];
+    wire [SLW-1:0] rt = r_tbl[SLW-1:0];
     wire [CXW-1:0] rc = r_ctx[CXW-1:0];
-    wire [255:0]   r_hash = slot_hash[256 * rs +: 256];
+    wire [255:0]   r_identity = slot_identity[256 * rs +: 256];
 
     always @(posedge clk) begin
         if (reg_re) begin
@@ -333,12 +369,25 @@ module fabric_regs #(
                     case (r_off)
                         6'h00: reg_rdata <= {16'd0, slot_err[8 * rs +: 8], 4'd0,
                                              slot_state[4 * rs +: 4]};
+                        6'h04: reg_rdata <= slot_engine[32 * rs +: 32];
                         6'h08: reg_rdata <= {31'd0, quiesce[rs]};
                         6'h0C: reg_rdata <= shutdown_bits(quiesce[rs], slot_idle[rs]);
                         6'h10: reg_rdata <= {24'd0, slot_active[8 * rs +: 8]};
                         6'h14: reg_rdata <= slot_loads[32 * rs +: 32];
+                        6'h18: reg_rdata <= slot_crc[32 * rs +: 32];
+                        6'h1C: reg_rdata <= slot_committed[32 * rs +: 32];
                         6'h20, 6'h24, 6'h28, 6'h2C, 6'h30, 6'h34, 6'h38, 6'h3C:
-                            reg_rdata <= r_hash[255 - 32 * r_off[4:2] -: 32];
+                            reg_rdata <= r_identity[255 - 32 * r_off[4:2] -: 32];
+                        default: ;
+                    endcase
+                end
+            end else if (reg_raddr < 12'h400) begin
+                if ({24'd0, r_tbl} < SLOTS) begin
+                    case (reg_raddr[3:0])
+                        4'h0: reg_rdata <= tbl_lo[rt];
+                        4'h4: reg_rdata <= tbl_hi[rt];
+                        4'h8: reg_rdata <= tbl_words_r[rt];
+                        4'hC: reg_rdata <= tbl_commit_r[rt];
                         default: ;
                     endcase
                 end

@@ -12,7 +12,8 @@
 //   fabric_step                its step port: a step to the slot, the
 //                              token to DDR, the completion entry
 //   fabric_end                 requests cancelled, or ended by a load
-//   fabric_slot_state          what it holds (section 7)
+//   fabric_slot_state          what it holds, and its table commits
+//                              (section 7)
 // A step out with one slot holds nothing else up: the ring fetch, the
 // completion queue and the other slots' steps go on.
 //
@@ -36,7 +37,7 @@ module fabric_shell #(
     parameter integer WATCHDOG = 65536,        // fabric cycles a step may take
     // Derived from the parameters above: leave them be.
     parameter integer REQ_W = 117,
-    parameter integer RSP_W = 33
+    parameter integer RSP_W = 34
 ) (
     input  wire                 clk,
     input  wire                 rst,
@@ -95,11 +96,17 @@ module fabric_shell #(
     output wire [SLOTS-1:0]       slot_rsp_ready,
     input  wire [SLOTS*RSP_W-1:0] slot_rsp_data,
     output wire [SLOTS-1:0]       slot_reload,
-    input  wire [SLOTS-1:0]       slot_present,
-    input  wire [SLOTS-1:0]       slot_table_done,
-    input  wire [SLOTS-1:0]       slot_table_ok,
+    input  wire [SLOTS*32-1:0]    slot_engine,
+    output wire [SLOTS-1:0]       slot_tbl_start,
+    output wire [SLOTS*DAW-1:0]   slot_tbl_base,
+    output wire [SLOTS*32-1:0]    slot_tbl_region,
+    input  wire [SLOTS-1:0]       slot_tbl_done,
+    input  wire [SLOTS*2-1:0]     slot_tbl_result,
+    input  wire [SLOTS*32-1:0]    slot_tbl_crc,
     input  wire [SLOTS*256-1:0]   slot_identity,
+    input  wire [SLOTS-1:0]       slot_reading,
     input  wire [SLOTS-1:0]       slot_decoupled,
+    input  wire [SLOTS-1:0]       slot_draining,
     // The co-simulation's pacing holds a step at its gate (tied low on a
     // board): the watchdog does not count those cycles.
     input  wire [SLOTS-1:0]       slot_hold
@@ -151,8 +158,10 @@ module fabric_shell #(
     wire [31:0]          sq_entries, cq_entries;
     wire [SLOTS*4-1:0]   sl_state;
     wire [SLOTS*8-1:0]   sl_err, sl_active;
-    wire [SLOTS*32-1:0]  sl_loads;
-    wire [SLOTS*256-1:0] sl_hash;
+    wire [SLOTS*32-1:0]  sl_engine, sl_loads, sl_crc, sl_committed;
+    wire [SLOTS*256-1:0] sl_identity;
+    wire [SLOTS*DAW-1:0] tbl_base;
+    wire [SLOTS*32-1:0]  tbl_words, tbl_commit;
     wire [SLOTS-1:0]     sl_idle;
     wire [NEV-1:0]       ev_bump, ev_err, ev_fault, ev_submitted, ev_completed, ev_cancelled;
     wire [NEV-1:0]       ev_token;
@@ -168,10 +177,13 @@ module fabric_shell #(
         .reg_re(reg_re), .reg_raddr(reg_raddr), .reg_rdata(reg_rdata),
         .irq(irq), .sq_tail(sq_tail), .cq_head(cq_head),
         .quiesce(quiesce), .cancel(cancel),
+        .tbl_base(tbl_base), .tbl_words(tbl_words), .tbl_commit(tbl_commit),
         .enabled(enabled), .flush(flush), .sq_addr(sq_addr), .sq_mask(sq_mask),
         .sq_entries(sq_entries), .cq_addr(cq_addr), .cq_mask(cq_mask), .cq_entries(cq_entries),
         .sq_head(sq_head), .cq_tail(cq_tail),
-        .slot_state(sl_state), .slot_err(sl_err), .slot_loads(sl_loads), .slot_hash(sl_hash),
+        .slot_state(sl_state), .slot_err(sl_err), .slot_engine(sl_engine),
+        .slot_loads(sl_loads), .slot_crc(sl_crc), .slot_committed(sl_committed),
+        .slot_identity(sl_identity),
         .slot_idle(sl_idle), .slot_active(sl_active),
         .ev_bump(ev_bump), .ev_err(ev_err), .ev_fault(ev_fault), .ev_code(ev_code),
         .ev_submitted(ev_submitted), .ev_completed(ev_completed),
@@ -289,14 +301,20 @@ module fabric_shell #(
             localparam integer CQ_END = 2 + 2 * g;
 
             // What the slot says about itself, registered on this side.
-            reg         present, table_done, table_ok;
+            reg [31:0]  engine, tbl_crc;
+            reg         tbl_done, reading, draining;
+            reg [1:0]   tbl_result;
             reg [255:0] identity;
             always @(posedge clk) begin
-                present <= slot_present[g];
-                table_done <= slot_table_done[g];
-                table_ok <= slot_table_ok[g];
+                engine <= slot_engine[32 * g +: 32];
+                tbl_done <= slot_tbl_done[g];
+                tbl_result <= slot_tbl_result[2 * g +: 2];
+                tbl_crc <= slot_tbl_crc[32 * g +: 32];
                 identity <= slot_identity[256 * g +: 256];
+                reading <= slot_reading[g];
+                draining <= slot_draining[g];
             end
+            wire step_idle, table_fault;
 
             wire [CPS-1:0] busy, run, draw_ok, hit, can_step;
             wire           kill, hung, outstanding, stray, held, taken;
@@ -327,24 +345,37 @@ module fabric_shell #(
             assign ev_token[EV_END] = 1'b0;
             assign ev_token[EV_STATE] = 1'b0;
             assign ev_fault[EV_END] = 1'b0;
-            assign ev_fault[EV_STATE] = 1'b0;
+
             assign ev_code[8 * EV_END +: 8] = 8'd0;
-            assign ev_code[8 * EV_STATE +: 8] = 8'd0;
+
             assign ev_bump[EV_END] = 1'b0;
-            assign ev_err[EV_STATE] = 1'b0;
+
             assign d_write[DC] = 1'b1;
             assign d_words[5 * DC +: 5] = 5'd1;
             assign d_wdata[256 * DC + 32 +: 224] = 224'd0;
 
-            fabric_slot_state #(.CPS(CPS)) holds (
+            // SLOT_SHUTDOWN's idle: no step out with the slot, no read of
+            // its engine under way.
+            assign sl_idle[g] = step_idle && !reading;
+
+            fabric_slot_state #(.CPS(CPS), .DAW(DAW)) holds (
                 .clk(clk), .rst(rst),
-                .decoupled(slot_decoupled[g]), .present(present), .table_done(table_done),
-                .table_ok(table_ok), .identity(identity), .stray(stray), .hung(hung),
-                .outstanding(outstanding), .busy(busy), .quiesce(quiesce[g]),
+                .decoupled(slot_decoupled[g]), .draining(draining), .engine(engine),
+                .stray(stray), .hung(hung),
+                .table_fault(table_fault), .outstanding(outstanding), .reading(reading),
+                .idle(sl_idle[g]), .busy(busy), .quiesce(quiesce[g]),
+                .commit(tbl_commit[32 * g +: 32]), .commit_base(tbl_base[DAW * g +: DAW]),
+                .commit_words(tbl_words[32 * g +: 32]),
+                .tbl_start(slot_tbl_start[g]), .tbl_base(slot_tbl_base[DAW * g +: DAW]),
+                .tbl_region(slot_tbl_region[32 * g +: 32]), .tbl_done(tbl_done),
+                .tbl_result(tbl_result), .tbl_crc(tbl_crc), .tbl_identity(identity),
                 .state(sl_state[4 * g +: 4]), .err(sl_err[8 * g +: 8]),
-                .loads(sl_loads[32 * g +: 32]), .hash(sl_hash[256 * g +: 256]),
+                .engine_id(sl_engine[32 * g +: 32]), .loads(sl_loads[32 * g +: 32]),
+                .table_crc(sl_crc[32 * g +: 32]), .committed(sl_committed[32 * g +: 32]),
+                .identity(sl_identity[256 * g +: 256]),
                 .kill(kill), .reload(slot_reload[g]), .usable(usable[g]),
-                .ev_bump(ev_bump[EV_STATE])
+                .ev_bump(ev_bump[EV_STATE]), .ev_err(ev_err[EV_STATE]),
+                .ev_fault(ev_fault[EV_STATE]), .ev_code(ev_code[8 * EV_STATE +: 8])
             );
 
             fabric_ctx #(.CPS(CPS), .DAW(DAW)) ctx (
@@ -401,7 +432,8 @@ module fabric_shell #(
                 .ev_bump(ev_bump[EV_STEP]), .ev_err(ev_err[EV_STEP]),
                 .ev_fault(ev_fault[EV_STEP]), .ev_code(ev_code[8 * EV_STEP +: 8]),
                 .ev_completed(ev_completed[EV_STEP]), .ev_token(ev_token[EV_STEP]),
-                .hung(hung), .outstanding(outstanding), .idle(sl_idle[g]), .stray(stray)
+                .hung(hung), .table_fault(table_fault), .outstanding(outstanding),
+                .idle(step_idle), .stray(stray)
             );
 
             fabric_end #(.SLOT(g), .CPS(CPS)) ender (

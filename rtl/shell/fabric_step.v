@@ -15,7 +15,9 @@
 // answer, or a step given up, ends the request). An answer nobody asked
 // for is taken and dropped (`stray`: the slot is torn).
 //
-// A step the slot never answers ends its request as a decoder fault (6):
+// A step the engine answers with a failed table read ends its request as
+// a table read fault (8), and the slot is in error (table_fault). A step
+// the slot never answers ends its request as a decoder fault (6):
 // cut off by the decoupler (the slot comes up torn), or unanswered for
 // WATCHDOG fabric cycles (the slot is hung). `hold` pauses the watchdog
 // while a request waits at a gate that is not the slot's (the
@@ -33,7 +35,7 @@ module fabric_step #(
     parameter integer LW = (CPS > 1) ? $clog2(CPS) : 1,
     parameter integer EW = 168,
     parameter integer REQ_W = 117,
-    parameter integer RSP_W = 33
+    parameter integer RSP_W = 34
 ) (
     input  wire           clk,
     input  wire           rst,
@@ -77,7 +79,7 @@ module fabric_step #(
     output wire [REQ_W-1:0] slot_req_data,     // a, b, draw, greedy, inv_t
     input  wire             slot_rsp_valid,
     output wire             slot_rsp_ready,
-    input  wire [RSP_W-1:0] slot_rsp_data,     // token, fault
+    input  wire [RSP_W-1:0] slot_rsp_data,     // token, fault code
 
     // Its share of the HP port: one-word writes.
     output reg            dma_valid,
@@ -98,13 +100,15 @@ module fabric_step #(
     output reg            ev_completed,
     output reg            ev_token,
     output reg            hung,
+    output reg            table_fault,  // the engine's read of its table failed
     output wire           outstanding,  // a step given to the slot, unanswered
     output wire           idle,         // nothing out with the slot (SLOT_SHUTDOWN)
     output wire           stray         // an answer nobody asked for, dropped
 );
 `include "fabric_crc32.vh"
 
-    localparam [7:0] F_DECODER = 8'd6;
+    localparam [7:0] F_DECODER = 8'd6, F_TABLE_READ = 8'd8;
+    localparam [1:0] RF_READ = 2'd2;
     localparam [7:0] ST_OK = 8'd0, ST_FAULT = 8'd4;
     localparam [7:0] K_TOKENS = 8'd1, K_DONE = 8'd2;
     localparam [7:0] FIN_NONE = 8'd0, FIN_LENGTH = 8'd1, FIN_STOP = 8'd2;
@@ -126,8 +130,9 @@ module fabric_step #(
     reg [31:0] e_n, e_crc;
     reg        e_final;
     reg        dropped;              // the rings restarted under the step
+    reg [7:0]  code;                 // the fault an ending request reports
 
-    assign ev_code = F_DECODER;
+    assign ev_code = code;
     assign dma_wdata = token;
     assign rd_idx = (state == S_IDLE) ? pk_idx : idx;
     assign held = state != S_IDLE;
@@ -140,8 +145,8 @@ module fabric_step #(
     reg  [19:0] req_inv_t;
     wire        req_ready, rsp_valid;
     wire [RSP_W-1:0] rsp;
-    wire [31:0] rsp_token = rsp[32:1];
-    wire        rsp_fault = rsp[0];
+    wire [31:0] rsp_token = rsp[33:2];
+    wire [1:0]  rsp_fault = rsp[1:0];
 
     fabric_skid #(.W(REQ_W)) req_out (
         .clk(clk), .rst(rst || decoupled || !outstanding),
@@ -167,6 +172,7 @@ module fabric_step #(
     // started afresh meanwhile (its context is gone).
     task give_up;
         begin
+            code <= F_DECODER;
             if (dropped || flush)
                 state <= S_IDLE;
             else
@@ -199,6 +205,7 @@ module fabric_step #(
         ev_completed <= 1'b0;
         ev_token <= 1'b0;
         hung <= 1'b0;
+        table_fault <= 1'b0;
         if (rst) begin
             state <= S_IDLE;
             req_valid <= 1'b0;
@@ -258,7 +265,9 @@ module fabric_step #(
                         rsp_ready <= 1'b0;
                         if (dropped || flush) begin
                             state <= S_IDLE;
-                        end else if (rsp_fault) begin
+                        end else if (rsp_fault != 2'd0) begin
+                            table_fault <= rsp_fault == RF_READ;
+                            code <= (rsp_fault == RF_READ) ? F_TABLE_READ : F_DECODER;
                             fail();
                         end else begin
                             token <= rsp_token;
@@ -288,6 +297,7 @@ module fabric_step #(
                     if (dma_done) begin
                         if (dma_err) begin
                             // The output is not in memory the device can write.
+                            code <= F_DECODER;
                             fail();
                         end else begin
                             up_valid <= 1'b1;

@@ -5,19 +5,20 @@
 // the clock stepped a cycle at a time. firmware/fabric-rtl links it.
 //
 // Every register access is an AXI4-Lite transaction on the port's
-// channels, clocked until its response; the fabric's AXI4 master is
+// channels, clocked until its response; the shell's AXI4 master is
 // answered by a DDR model here that reads and writes the host's memory
 // through a callback (a decode error for an address outside it), after a
-// fixed read latency.
+// fixed read latency. Each slot's engine reads its table through a port of
+// its own, answered by a model of an HP port that keeps several bursts
+// outstanding, each after a latency, and may be told to stall its ARREADY
+// and put gaps between its beats at random (a seeded generator, so a run
+// repeats): the engine must keep AXI's rules whatever the port does.
 
 #include <cstdint>
 #include <cstring>
-
-#include <cstdio>
+#include <deque>
 
 #include "Vfabric_cosim.h"
-#include "Vfabric_cosim__Dpi.h"
-#include "svdpi.h"
 #include "verilated.h"
 
 extern "C" {
@@ -25,6 +26,26 @@ extern "C" {
 // Reads (write = 0) or writes one 32-bit word of DDR at a physical
 // address; returns 0, or non-zero for an address outside the memory.
 typedef int (*fcs_mem_fn)(void* ctx, uint64_t addr, uint32_t* word, int write);
+
+// Slots rtl/sim/fabric_cosim.v is built with (its SLOTS).
+static const unsigned SLOTS = 2;
+
+// An engine's HP port: bursts asked for queue, each answered after the
+// latency, in order; a beat offered stays offered until taken (AXI's rule).
+struct rd_port {
+    struct burst {
+        uint64_t addr;
+        unsigned left;
+        uint64_t due;
+    };
+    std::deque<burst> q;
+    bool offered;       // RVALID was high and not taken
+    bool arready;
+    bool rvalid;
+    uint32_t rdata;
+    unsigned rresp;
+    bool rlast;
+};
 
 struct fcs {
     VerilatedContext* context;
@@ -45,7 +66,97 @@ struct fcs {
     bool b_pending;
     // Steps each slot may still take; negative: no limit.
     int64_t credits[8];
+    // The engines' ports: how each answers.
+    rd_port ports[SLOTS];
+    unsigned port_latency;
+    unsigned port_depth;
+    unsigned stall_permille;
+    uint64_t rng;
 };
+
+// xorshift64*: the ports' stalls, repeatable from the seed.
+static unsigned roll(fcs* f) {
+    f->rng ^= f->rng >> 12;
+    f->rng ^= f->rng << 25;
+    f->rng ^= f->rng >> 27;
+    return static_cast<unsigned>(((f->rng * 0x2545F4914F6CDD1DULL) >> 32) % 1000);
+}
+
+// Bits [lo, lo + n) of a wide Verilated port (e_araddr: 40 bits a slot).
+static uint64_t bits(const VlWide<(40 * SLOTS + 31) / 32>& w, unsigned lo, unsigned n) {
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned b = lo + i;
+        v |= static_cast<uint64_t>((w[b / 32] >> (b % 32)) & 1u) << i;
+    }
+    return v;
+}
+
+// The engines' ports' outputs for this cycle.
+static void drive_ports(fcs* f) {
+    Vfabric_cosim* t = f->top;
+    unsigned arready = 0, rvalid = 0, rlast = 0, rresp = 0;
+    uint64_t rdata = 0;
+    for (unsigned s = 0; s < SLOTS; s++) {
+        rd_port& p = f->ports[s];
+        p.arready = p.q.size() < f->port_depth && roll(f) >= f->stall_permille;
+        bool due = !p.q.empty() && p.q.front().due <= f->cycles;
+        p.rvalid = due && (p.offered || roll(f) >= f->stall_permille);
+        if (p.rvalid) {
+            uint32_t word = 0;
+            int err = f->mem ? f->mem(f->mem_ctx, p.q.front().addr, &word, 0) : 1;
+            p.rdata = word;
+            p.rresp = err ? 3 : 0;
+            p.rlast = p.q.front().left == 1;
+        } else {
+            p.rdata = 0;
+            p.rresp = 0;
+            p.rlast = false;
+        }
+        arready |= static_cast<unsigned>(p.arready) << s;
+        rvalid |= static_cast<unsigned>(p.rvalid) << s;
+        rlast |= static_cast<unsigned>(p.rlast) << s;
+        rresp |= p.rresp << (2 * s);
+        rdata |= static_cast<uint64_t>(p.rdata) << (32 * s);
+    }
+    t->e_arready = arready;
+    t->e_rvalid = rvalid;
+    t->e_rlast = rlast;
+    t->e_rresp = rresp;
+    t->e_rdata = rdata;
+}
+
+// What the engines asked for and took, sampled before the edge.
+struct port_sample {
+    bool ar[SLOTS];
+    uint64_t araddr[SLOTS];
+    unsigned arlen[SLOTS];
+    bool r[SLOTS];
+};
+
+static port_sample sample_ports(fcs* f) {
+    Vfabric_cosim* t = f->top;
+    port_sample p{};
+    for (unsigned s = 0; s < SLOTS; s++) {
+        p.ar[s] = ((t->e_arvalid >> s) & 1) && f->ports[s].arready;
+        p.araddr[s] = bits(t->e_araddr, 40 * s, 40);
+        p.arlen[s] = (t->e_arlen >> (8 * s)) & 0xFF;
+        p.r[s] = f->ports[s].rvalid && ((t->e_rready >> s) & 1);
+    }
+    return p;
+}
+
+static void advance_ports(fcs* f, const port_sample& p) {
+    for (unsigned s = 0; s < SLOTS; s++) {
+        rd_port& port = f->ports[s];
+        port.offered = port.rvalid && !p.r[s];
+        if (p.r[s]) {
+            port.q.front().addr += 4;
+            if (--port.q.front().left == 0) port.q.pop_front();
+        }
+        if (p.ar[s]) port.q.push_back({p.araddr[s], p.arlen[s] + 1, f->cycles + f->port_latency});
+    }
+}
 
 static void half(fcs* f, int clk) {
     f->top->clk = clk;
@@ -78,7 +189,9 @@ static void cycle(fcs* f) {
     t->m_wready = f->writing;
     t->m_bvalid = f->b_pending;
     t->m_bresp = f->w_err ? 3 : 0;
+    drive_ports(f);
     half(f, 0);
+    port_sample ports = sample_ports(f);
     // Sample the master's requests before the edge.
     bool ar = t->m_arvalid && t->m_arready;
     uint64_t araddr = t->m_araddr;
@@ -95,6 +208,7 @@ static void cycle(fcs* f) {
     for (unsigned s = 0; s < 8; s++)
         if ((taken >> s) & 1 && f->credits[s] > 0) f->credits[s]--;
     f->cycles++;
+    advance_ports(f, ports);
     if (f->reading && f->r_wait > 0) f->r_wait--;
     if (r) {
         f->r_addr += 4;
@@ -131,6 +245,10 @@ fcs* fcs_new(unsigned read_latency) {
     f->context = new VerilatedContext();
     f->top = new Vfabric_cosim(f->context, "fabric");
     f->read_latency = read_latency;
+    f->port_latency = read_latency;
+    f->port_depth = 4;
+    f->stall_permille = 0;
+    f->rng = 0x9E3779B97F4A7C15ULL;
     for (unsigned s = 0; s < 8; s++) f->credits[s] = -1;
     // Power-on with no module in any slot: greyboxes.
     f->top->greybox = ~0u;
@@ -154,9 +272,23 @@ void fcs_set_mem(fcs* f, fcs_mem_fn mem, void* ctx) {
     f->mem_ctx = ctx;
 }
 
+// How the engines' ports answer: each burst after `latency` cycles, up to
+// `depth` outstanding, and ARREADY low and RVALID withheld each with
+// probability stall_permille / 1000 a cycle, from `seed`.
+void fcs_set_ports(fcs* f, unsigned latency, unsigned depth, unsigned stall_permille, uint64_t seed) {
+    f->port_latency = latency;
+    f->port_depth = depth == 0 ? 1 : depth;
+    f->stall_permille = stall_permille > 999 ? 999 : stall_permille;
+    f->rng = seed == 0 ? 0x9E3779B97F4A7C15ULL : seed;
+}
+
 // A full reconfiguration's end: every register back to its reset value.
 void fcs_reset(fcs* f) {
     f->reading = f->writing = f->b_pending = false;
+    for (unsigned s = 0; s < SLOTS; s++) {
+        f->ports[s].q.clear();
+        f->ports[s].offered = false;
+    }
     f->top->rst = 1;
     for (int i = 0; i < 8; i++) cycle(f);
     f->top->rst = 0;
@@ -253,18 +385,6 @@ void fcs_grant(fcs* f, unsigned slot, int64_t n) {
 // Steps slot `slot` may still take (-1: any number).
 int64_t fcs_credits(const fcs* f, unsigned slot) {
     return slot < 8 ? f->credits[slot] : 0;
-}
-
-// Writes a table into slot `slot`'s memory, as the configuration port
-// does during a partial load. Returns 0, or -1 for no such slot.
-int fcs_table_write(fcs* f, unsigned slot, const uint32_t* words, size_t n) {
-    char name[64];
-    std::snprintf(name, sizeof name, "fabric.fabric_cosim.slot[%u].rm", slot);
-    svScope scope = svGetScopeFromName(name);
-    if (!scope) return -1;
-    svSetScope(scope);
-    for (size_t i = 0; i < n; i++) fabric_table_write(static_cast<int>(i), static_cast<int>(words[i]));
-    return 0;
 }
 
 }  // extern "C"

@@ -3,9 +3,9 @@
 // fabric_cosim: the fabric as the co-simulation drives it: the shell, a
 // decoupler and a slot per PR slot, with the PS's side (the register
 // windows' AXI4-Lite, the HP port's AXI4, the interrupt) left as ports for
-// rtl/sim/cosim.cpp. Each slot's table is large enough for any model of the
-// catalog; a partial load writes it through Verilator's public access, as
-// the configuration port would.
+// rtl/sim/cosim.cpp, and each slot's engine's HP port (its AXI4 read
+// channels) too: the tables the engines read lie in the host's memory, as
+// they lie in DDR on a board.
 //
 // step_gate paces the slots' engines to a decode time for the daemon's
 // tests (fabric-sim --rtl); open, it changes nothing. A step held at a
@@ -23,7 +23,6 @@ module fabric_cosim #(
     parameter integer SLOTS = 2,
     parameter integer LANES = 4,
     parameter integer CPS = 8,
-    parameter integer TABLE_WORDS = 524288,
     parameter integer CLK_MHZ = 200,
     parameter [31:0]  DECODE_NS = 32'd1000,
     parameter [31:0]  PREFILL_NS = 32'd20
@@ -67,6 +66,17 @@ module fabric_cosim #(
     input  wire [1:0]         m_bresp,
     input  wire               m_bvalid,
 
+    // Each slot's engine's HP port: AR and R.
+    output wire [40*SLOTS-1:0] e_araddr,
+    output wire [8*SLOTS-1:0]  e_arlen,
+    output wire [SLOTS-1:0]    e_arvalid,
+    input  wire [SLOTS-1:0]    e_arready,
+    input  wire [32*SLOTS-1:0] e_rdata,
+    input  wire [2*SLOTS-1:0]  e_rresp,
+    input  wire [SLOTS-1:0]    e_rlast,
+    input  wire [SLOTS-1:0]    e_rvalid,
+    output wire [SLOTS-1:0]    e_rready,
+
     output wire               irq,
     input  wire [SLOTS-1:0]   pr_active,
     // The slot holds no module (a greybox): its outputs are tied to 0, as
@@ -79,12 +89,16 @@ module fabric_cosim #(
     output wire [SLOTS-1:0]   step_taken
 );
     localparam integer REQ_W = 117;
-    localparam integer RSP_W = 33;
+    localparam integer RSP_W = 34;
+    localparam integer DAW = 40;
 
-    wire [SLOTS-1:0]       req_valid, req_ready, rsp_valid, rsp_ready, reload, present;
-    wire [SLOTS-1:0]       table_done, table_ok, hold;
+    wire [SLOTS-1:0]       req_valid, req_ready, rsp_valid, rsp_ready, reload, hold;
+    wire [SLOTS-1:0]       tbl_start, tbl_done, reading, draining;
     wire [SLOTS*REQ_W-1:0] req_data;
     wire [SLOTS*RSP_W-1:0] rsp_data;
+    wire [SLOTS*32-1:0]    engine, tbl_region, tbl_crc;
+    wire [SLOTS*DAW-1:0]   tbl_base;
+    wire [SLOTS*2-1:0]     tbl_result;
     wire [SLOTS*256-1:0]   identity;
     wire [1:0]             unused_resp [0:SLOTS];
     wire [2:0]             unused_size [0:1];
@@ -115,8 +129,10 @@ module fabric_cosim #(
         .irq(irq),
         .slot_req_valid(req_valid), .slot_req_ready(req_ready), .slot_req_data(req_data),
         .slot_rsp_valid(rsp_valid), .slot_rsp_ready(rsp_ready), .slot_rsp_data(rsp_data),
-        .slot_reload(reload), .slot_present(present), .slot_table_done(table_done),
-        .slot_table_ok(table_ok), .slot_identity(identity), .slot_decoupled(decoupled),
+        .slot_reload(reload), .slot_engine(engine), .slot_tbl_start(tbl_start),
+        .slot_tbl_base(tbl_base), .slot_tbl_region(tbl_region), .slot_tbl_done(tbl_done),
+        .slot_tbl_result(tbl_result), .slot_tbl_crc(tbl_crc), .slot_identity(identity),
+        .slot_reading(reading), .slot_decoupled(decoupled), .slot_draining(draining),
         .slot_hold(hold)
     );
 
@@ -128,19 +144,33 @@ module fabric_cosim #(
     genvar g;
     generate
         for (g = 0; g < SLOTS; g = g + 1) begin : slot
-            wire             rp_req_valid, rp_req_ready, rp_rsp_ready, rp_rsp_valid;
-            wire             rp_reload, rp_present, rp_table_done, rp_table_ok;
+            wire             rp_req_valid, rp_req_ready, rp_rsp_ready, rp_rsp_valid, rp_reload;
             wire [REQ_W-1:0] rp_req_data;
             wire [RSP_W-1:0] rp_rsp_data;
+            wire [31:0]      rp_engine, rp_tbl_region, rp_tbl_crc;
+            wire             rp_tbl_start, rp_tbl_done, rp_reading;
+            wire [DAW-1:0]   rp_tbl_base;
+            wire [1:0]       rp_tbl_result;
             wire [255:0]     rp_identity;
-            wire             m_req_ready, m_rsp_valid, m_present, m_table_done, m_table_ok;
+            wire [DAW-1:0]   rp_araddr;
+            wire [7:0]       rp_arlen;
+            wire             rp_arvalid, rp_arready, rp_rlast, rp_rvalid, rp_rready;
+            wire [31:0]      rp_rdata;
+            wire [1:0]       rp_rresp;
+            // The module's outputs.
+            wire             m_req_ready, m_rsp_valid, m_tbl_done, m_reading;
             wire [RSP_W-1:0] m_rsp_data;
+            wire [31:0]      m_engine, m_tbl_crc;
+            wire [1:0]       m_tbl_result;
             wire [255:0]     m_identity;
+            wire [DAW-1:0]   mod_araddr;
+            wire [7:0]       mod_arlen;
+            wire             m_arvalid_s, m_rready_s;
             // A module comes up from its initial state after it is programmed
             // (RESET_AFTER_RECONFIG), and after the shell's reload.
             wire             m_rst = rst || rp_reload || greybox[g] || pr_active[g];
 
-            fabric_decoupler dcp (
+            fabric_decoupler #(.DAW(DAW)) dcp (
                 .clk(clk), .rst(rst),
                 .s_awvalid(s_awvalid[g + 1]), .s_awready(s_awready[g + 1]), .s_awaddr(s_awaddr),
                 .s_wvalid(s_wvalid[g + 1]), .s_wready(s_wready[g + 1]), .s_wdata(s_wdata),
@@ -149,28 +179,46 @@ module fabric_cosim #(
                 .s_arready(s_arready[g + 1]), .s_araddr(s_araddr), .s_rvalid(s_rvalid[g + 1]),
                 .s_rready(s_rready[g + 1]), .s_rdata(s_rdata[32 * (g + 1) +: 32]),
                 .s_rresp(unused_resp[g + 1]),
-                .decoupled(decoupled[g]),
+                .decoupled(decoupled[g]), .draining(draining[g]),
                 .sh_req_valid(req_valid[g]), .sh_req_ready(req_ready[g]),
                 .sh_req_data(req_data[REQ_W * g +: REQ_W]),
                 .sh_rsp_valid(rsp_valid[g]), .sh_rsp_ready(rsp_ready[g]),
                 .sh_rsp_data(rsp_data[RSP_W * g +: RSP_W]),
-                .sh_reload(reload[g]), .sh_present(present[g]), .sh_table_done(table_done[g]),
-                .sh_table_ok(table_ok[g]), .sh_identity(identity[256 * g +: 256]),
+                .sh_reload(reload[g]), .sh_engine(engine[32 * g +: 32]),
+                .sh_tbl_start(tbl_start[g]), .sh_tbl_base(tbl_base[DAW * g +: DAW]),
+                .sh_tbl_region(tbl_region[32 * g +: 32]), .sh_tbl_done(tbl_done[g]),
+                .sh_tbl_result(tbl_result[2 * g +: 2]), .sh_tbl_crc(tbl_crc[32 * g +: 32]),
+                .sh_identity(identity[256 * g +: 256]), .sh_reading(reading[g]),
+                .ps_araddr(e_araddr[40 * g +: 40]), .ps_arlen(e_arlen[8 * g +: 8]),
+                .ps_arvalid(e_arvalid[g]), .ps_arready(e_arready[g]),
+                .ps_rdata(e_rdata[32 * g +: 32]), .ps_rresp(e_rresp[2 * g +: 2]),
+                .ps_rlast(e_rlast[g]), .ps_rvalid(e_rvalid[g]), .ps_rready(e_rready[g]),
                 .rp_req_valid(rp_req_valid), .rp_req_ready(rp_req_ready),
                 .rp_req_data(rp_req_data),
                 .rp_rsp_valid(rp_rsp_valid), .rp_rsp_ready(rp_rsp_ready),
                 .rp_rsp_data(rp_rsp_data),
-                .rp_reload(rp_reload), .rp_present(rp_present), .rp_table_done(rp_table_done),
-                .rp_table_ok(rp_table_ok), .rp_identity(rp_identity)
+                .rp_reload(rp_reload), .rp_engine(rp_engine), .rp_tbl_start(rp_tbl_start),
+                .rp_tbl_base(rp_tbl_base), .rp_tbl_region(rp_tbl_region),
+                .rp_tbl_done(rp_tbl_done), .rp_tbl_result(rp_tbl_result),
+                .rp_tbl_crc(rp_tbl_crc), .rp_identity(rp_identity), .rp_reading(rp_reading),
+                .rp_araddr(rp_araddr), .rp_arlen(rp_arlen), .rp_arvalid(rp_arvalid),
+                .rp_arready(rp_arready), .rp_rdata(rp_rdata), .rp_rresp(rp_rresp),
+                .rp_rlast(rp_rlast), .rp_rvalid(rp_rvalid), .rp_rready(rp_rready)
             );
 
-            fabric_slot #(.TABLE_WORDS(TABLE_WORDS)) rm (
+            fabric_slot #(.DAW(DAW)) rm (
                 .clk(clk), .rst(m_rst),
                 .req_valid(rp_req_valid && step_gate[g] && !greybox[g]), .req_ready(m_req_ready),
                 .req_data(rp_req_data),
                 .rsp_valid(m_rsp_valid), .rsp_ready(rp_rsp_ready), .rsp_data(m_rsp_data),
-                .present(m_present), .table_done(m_table_done), .table_ok(m_table_ok),
-                .identity(m_identity)
+                .engine(m_engine),
+                .tbl_start(rp_tbl_start && !greybox[g]), .tbl_base(rp_tbl_base),
+                .tbl_region(rp_tbl_region), .tbl_done(m_tbl_done), .tbl_result(m_tbl_result),
+                .tbl_crc(m_tbl_crc), .identity(m_identity), .reading(m_reading),
+                .m_araddr(mod_araddr), .m_arlen(mod_arlen), .m_arvalid(m_arvalid_s),
+                .m_arready(rp_arready && !greybox[g] && !pr_active[g]),
+                .m_rdata(rp_rdata), .m_rresp(rp_rresp), .m_rlast(rp_rlast),
+                .m_rvalid(rp_rvalid && !greybox[g] && !pr_active[g]), .m_rready(m_rready_s)
             );
 
             // The gate: closed, the slot sees no request and READY stays low.
@@ -180,11 +228,18 @@ module fabric_cosim #(
             assign rp_req_ready = pr_active[g] ? lfsr[g]
                                 : (!greybox[g] && m_req_ready && step_gate[g]);
             assign rp_rsp_valid = pr_active[g] ? lfsr[g + 3] : (!greybox[g] && m_rsp_valid);
-            assign rp_rsp_data = pr_active[g] ? {lfsr[0], lfsr} : (greybox[g] ? {RSP_W{1'b0}} : m_rsp_data);
-            assign rp_present = pr_active[g] ? lfsr[g + 7] : (!greybox[g] && m_present);
-            assign rp_table_done = pr_active[g] ? lfsr[g + 9] : (!greybox[g] && m_table_done);
-            assign rp_table_ok = pr_active[g] ? lfsr[g + 11] : (!greybox[g] && m_table_ok);
+            assign rp_rsp_data = pr_active[g] ? {lfsr[1:0], lfsr}
+                               : (greybox[g] ? {RSP_W{1'b0}} : m_rsp_data);
+            assign rp_engine = pr_active[g] ? lfsr : (greybox[g] ? 32'd0 : m_engine);
+            assign rp_tbl_done = pr_active[g] ? lfsr[g + 9] : (!greybox[g] && m_tbl_done);
+            assign rp_tbl_result = pr_active[g] ? lfsr[5:4] : (greybox[g] ? 2'd0 : m_tbl_result);
+            assign rp_tbl_crc = pr_active[g] ? lfsr : (greybox[g] ? 32'd0 : m_tbl_crc);
             assign rp_identity = pr_active[g] ? {8{lfsr}} : (greybox[g] ? 256'd0 : m_identity);
+            assign rp_reading = pr_active[g] ? lfsr[g + 11] : (!greybox[g] && m_reading);
+            assign rp_araddr = pr_active[g] ? {lfsr[7:0], lfsr} : (greybox[g] ? 40'd0 : mod_araddr);
+            assign rp_arlen = pr_active[g] ? lfsr[15:8] : (greybox[g] ? 8'd0 : mod_arlen);
+            assign rp_arvalid = pr_active[g] ? lfsr[g + 13] : (!greybox[g] && m_arvalid_s);
+            assign rp_rready = pr_active[g] ? lfsr[g + 15] : (!greybox[g] && m_rready_s);
         end
     endgenerate
 endmodule

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //
 // fabric_top: the board's top for the Vivado flow (rtl/vivado/): the PS's
-// block design fabric_ps (its clock, reset, the three register windows and
-// the HP port, the interrupt), the static shell with a decoupler per slot,
-// and the two reconfigurable partitions, cells slot0 and slot1 of
-// fabric_slot. Each model is a reconfigurable module: fabric_slot with that
-// model's table. The co-simulation's top is rtl/sim/fabric_cosim.v, the
-// same shell, decouplers and slots without the PS.
+// block design fabric_ps (its clock, reset, the three register windows, the
+// shell's HP port and each slot's engine's, the interrupt), the static
+// shell with a decoupler per slot, and the two reconfigurable partitions,
+// cells slot0 and slot1 of fabric_slot. Each engine is a reconfigurable
+// module; models are tables in DDR that the engines read (contract 2.0).
+// The co-simulation's top is rtl/sim/fabric_cosim.v, the same shell,
+// decouplers and slots without the PS.
 
 `default_nettype none
 
@@ -41,6 +42,14 @@ module fabric_top #(
     wire [31:0]    hp_rdata, hp_wdata;
     wire [3:0]     hp_wstrb;
     wire           irq;
+
+    // Each slot's engine's HP port, read only (the PS's side of its
+    // decoupler).
+    wire [DAW-1:0] e_araddr [0:1];
+    wire [7:0]     e_arlen [0:1];
+    wire [1:0]     e_arvalid, e_arready, e_rlast, e_rvalid, e_rready;
+    wire [31:0]    e_rdata [0:1];
+    wire [1:0]     e_rresp [0:1];
 
     fabric_ps ps (
         .pl_clk(clk), .pl_resetn(resetn), .irq(irq),
@@ -79,17 +88,30 @@ module fabric_top #(
         .S_AXI_HP_awburst(hp_awburst), .S_AXI_HP_awvalid(hp_awvalid),
         .S_AXI_HP_awready(hp_awready), .S_AXI_HP_wdata(hp_wdata), .S_AXI_HP_wstrb(hp_wstrb),
         .S_AXI_HP_wlast(hp_wlast), .S_AXI_HP_wvalid(hp_wvalid), .S_AXI_HP_wready(hp_wready),
-        .S_AXI_HP_bresp(hp_bresp), .S_AXI_HP_bvalid(hp_bvalid), .S_AXI_HP_bready(hp_bready)
+        .S_AXI_HP_bresp(hp_bresp), .S_AXI_HP_bvalid(hp_bvalid), .S_AXI_HP_bready(hp_bready),
+        .S_AXI_E0_araddr(e_araddr[0]), .S_AXI_E0_arlen(e_arlen[0]),
+        .S_AXI_E0_arsize(3'd2), .S_AXI_E0_arburst(2'b01), .S_AXI_E0_arvalid(e_arvalid[0]),
+        .S_AXI_E0_arready(e_arready[0]), .S_AXI_E0_rdata(e_rdata[0]),
+        .S_AXI_E0_rresp(e_rresp[0]), .S_AXI_E0_rlast(e_rlast[0]),
+        .S_AXI_E0_rvalid(e_rvalid[0]), .S_AXI_E0_rready(e_rready[0]),
+        .S_AXI_E1_araddr(e_araddr[1]), .S_AXI_E1_arlen(e_arlen[1]),
+        .S_AXI_E1_arsize(3'd2), .S_AXI_E1_arburst(2'b01), .S_AXI_E1_arvalid(e_arvalid[1]),
+        .S_AXI_E1_arready(e_arready[1]), .S_AXI_E1_rdata(e_rdata[1]),
+        .S_AXI_E1_rresp(e_rresp[1]), .S_AXI_E1_rlast(e_rlast[1]),
+        .S_AXI_E1_rvalid(e_rvalid[1]), .S_AXI_E1_rready(e_rready[1])
     );
 
     // The slots' ports, shell side (through the decouplers) and slot side.
     localparam integer REQ_W = 117;
-    localparam integer RSP_W = 33;
-    wire [1:0]       req_valid, req_ready, rsp_valid, rsp_ready, reload, present;
-    wire [1:0]       table_done, table_ok, decoupled;
+    localparam integer RSP_W = 34;
+    wire [1:0]         req_valid, req_ready, rsp_valid, rsp_ready, reload, decoupled;
+    wire [1:0]         tbl_start, tbl_done, reading, draining;
     wire [2*REQ_W-1:0] req_data;
     wire [2*RSP_W-1:0] rsp_data;
-    wire [511:0]     identity;
+    wire [63:0]        engine, tbl_region, tbl_crc;
+    wire [2*DAW-1:0]   tbl_base;
+    wire [3:0]         tbl_result;
+    wire [511:0]       identity;
 
     fabric_shell #(.CLK_MHZ(CLK_MHZ), .DAW(DAW)) shell (
         .clk(clk), .rst(rst),
@@ -109,19 +131,29 @@ module fabric_top #(
         .irq(irq),
         .slot_req_valid(req_valid), .slot_req_ready(req_ready), .slot_req_data(req_data),
         .slot_rsp_valid(rsp_valid), .slot_rsp_ready(rsp_ready), .slot_rsp_data(rsp_data),
-        .slot_reload(reload), .slot_present(present), .slot_table_done(table_done),
-        .slot_table_ok(table_ok), .slot_identity(identity), .slot_decoupled(decoupled),
+        .slot_reload(reload), .slot_engine(engine), .slot_tbl_start(tbl_start),
+        .slot_tbl_base(tbl_base), .slot_tbl_region(tbl_region), .slot_tbl_done(tbl_done),
+        .slot_tbl_result(tbl_result), .slot_tbl_crc(tbl_crc), .slot_identity(identity),
+        .slot_reading(reading), .slot_decoupled(decoupled), .slot_draining(draining),
         // No gate on a board: the watchdog counts every cycle.
         .slot_hold(2'b00)
     );
 
-    wire [1:0]         rp_req_valid, rp_req_ready, rp_rsp_valid, rp_rsp_ready;
-    wire [1:0]         rp_reload, rp_present, rp_table_done, rp_table_ok;
+    wire [1:0]         rp_req_valid, rp_req_ready, rp_rsp_valid, rp_rsp_ready, rp_reload;
+    wire [1:0]         rp_tbl_start, rp_tbl_done, rp_reading;
     wire [2*REQ_W-1:0] rp_req_data;
     wire [2*RSP_W-1:0] rp_rsp_data;
+    wire [63:0]        rp_engine, rp_tbl_region, rp_tbl_crc;
+    wire [2*DAW-1:0]   rp_tbl_base;
+    wire [3:0]         rp_tbl_result;
     wire [511:0]       rp_identity;
+    wire [DAW-1:0]     rp_araddr [0:1];
+    wire [7:0]         rp_arlen [0:1];
+    wire [1:0]         rp_arvalid, rp_arready, rp_rlast, rp_rvalid, rp_rready;
+    wire [31:0]        rp_rdata [0:1];
+    wire [1:0]         rp_rresp [0:1];
 
-    fabric_decoupler dcp0 (
+    fabric_decoupler #(.DAW(DAW)) dcp0 (
         .clk(clk), .rst(rst),
         .s_awvalid(w_awvalid[1]), .s_awready(w_awready[1]), .s_awaddr(d0_awaddr[11:0]),
         .s_wvalid(w_wvalid[1]), .s_wready(w_wready[1]), .s_wdata(w_wdata[1]),
@@ -129,22 +161,33 @@ module fabric_top #(
         .s_bresp(w_bresp[1]), .s_arvalid(w_arvalid[1]), .s_arready(w_arready[1]),
         .s_araddr(d0_araddr[11:0]), .s_rvalid(w_rvalid[1]), .s_rready(w_rready[1]),
         .s_rdata(w_rdata[1]), .s_rresp(w_rresp[1]), .decoupled(decoupled[0]),
+        .draining(draining[0]),
         .sh_req_valid(req_valid[0]), .sh_req_ready(req_ready[0]),
         .sh_req_data(req_data[0 +: REQ_W]),
         .sh_rsp_valid(rsp_valid[0]), .sh_rsp_ready(rsp_ready[0]),
         .sh_rsp_data(rsp_data[0 +: RSP_W]),
-        .sh_reload(reload[0]), .sh_present(present[0]), .sh_table_done(table_done[0]),
-        .sh_table_ok(table_ok[0]), .sh_identity(identity[255:0]),
+        .sh_reload(reload[0]), .sh_engine(engine[31:0]), .sh_tbl_start(tbl_start[0]),
+        .sh_tbl_base(tbl_base[0 +: DAW]), .sh_tbl_region(tbl_region[31:0]),
+        .sh_tbl_done(tbl_done[0]), .sh_tbl_result(tbl_result[1:0]),
+        .sh_tbl_crc(tbl_crc[31:0]), .sh_identity(identity[255:0]), .sh_reading(reading[0]),
+        .ps_araddr(e_araddr[0]), .ps_arlen(e_arlen[0]), .ps_arvalid(e_arvalid[0]),
+        .ps_arready(e_arready[0]), .ps_rdata(e_rdata[0]), .ps_rresp(e_rresp[0]),
+        .ps_rlast(e_rlast[0]), .ps_rvalid(e_rvalid[0]), .ps_rready(e_rready[0]),
         .rp_req_valid(rp_req_valid[0]), .rp_req_ready(rp_req_ready[0]),
         .rp_req_data(rp_req_data[0 +: REQ_W]),
         .rp_rsp_valid(rp_rsp_valid[0]), .rp_rsp_ready(rp_rsp_ready[0]),
         .rp_rsp_data(rp_rsp_data[0 +: RSP_W]),
-        .rp_reload(rp_reload[0]), .rp_present(rp_present[0]),
-        .rp_table_done(rp_table_done[0]), .rp_table_ok(rp_table_ok[0]),
-        .rp_identity(rp_identity[255:0])
+        .rp_reload(rp_reload[0]), .rp_engine(rp_engine[31:0]),
+        .rp_tbl_start(rp_tbl_start[0]), .rp_tbl_base(rp_tbl_base[0 +: DAW]),
+        .rp_tbl_region(rp_tbl_region[31:0]), .rp_tbl_done(rp_tbl_done[0]),
+        .rp_tbl_result(rp_tbl_result[1:0]), .rp_tbl_crc(rp_tbl_crc[31:0]),
+        .rp_identity(rp_identity[255:0]), .rp_reading(rp_reading[0]),
+        .rp_araddr(rp_araddr[0]), .rp_arlen(rp_arlen[0]), .rp_arvalid(rp_arvalid[0]),
+        .rp_arready(rp_arready[0]), .rp_rdata(rp_rdata[0]), .rp_rresp(rp_rresp[0]),
+        .rp_rlast(rp_rlast[0]), .rp_rvalid(rp_rvalid[0]), .rp_rready(rp_rready[0])
     );
 
-    fabric_decoupler dcp1 (
+    fabric_decoupler #(.DAW(DAW)) dcp1 (
         .clk(clk), .rst(rst),
         .s_awvalid(w_awvalid[2]), .s_awready(w_awready[2]), .s_awaddr(d1_awaddr[11:0]),
         .s_wvalid(w_wvalid[2]), .s_wready(w_wready[2]), .s_wdata(w_wdata[2]),
@@ -152,43 +195,64 @@ module fabric_top #(
         .s_bresp(w_bresp[2]), .s_arvalid(w_arvalid[2]), .s_arready(w_arready[2]),
         .s_araddr(d1_araddr[11:0]), .s_rvalid(w_rvalid[2]), .s_rready(w_rready[2]),
         .s_rdata(w_rdata[2]), .s_rresp(w_rresp[2]), .decoupled(decoupled[1]),
+        .draining(draining[1]),
         .sh_req_valid(req_valid[1]), .sh_req_ready(req_ready[1]),
         .sh_req_data(req_data[REQ_W +: REQ_W]),
         .sh_rsp_valid(rsp_valid[1]), .sh_rsp_ready(rsp_ready[1]),
         .sh_rsp_data(rsp_data[RSP_W +: RSP_W]),
-        .sh_reload(reload[1]), .sh_present(present[1]), .sh_table_done(table_done[1]),
-        .sh_table_ok(table_ok[1]), .sh_identity(identity[511:256]),
+        .sh_reload(reload[1]), .sh_engine(engine[63:32]), .sh_tbl_start(tbl_start[1]),
+        .sh_tbl_base(tbl_base[DAW +: DAW]), .sh_tbl_region(tbl_region[63:32]),
+        .sh_tbl_done(tbl_done[1]), .sh_tbl_result(tbl_result[3:2]),
+        .sh_tbl_crc(tbl_crc[63:32]), .sh_identity(identity[511:256]), .sh_reading(reading[1]),
+        .ps_araddr(e_araddr[1]), .ps_arlen(e_arlen[1]), .ps_arvalid(e_arvalid[1]),
+        .ps_arready(e_arready[1]), .ps_rdata(e_rdata[1]), .ps_rresp(e_rresp[1]),
+        .ps_rlast(e_rlast[1]), .ps_rvalid(e_rvalid[1]), .ps_rready(e_rready[1]),
         .rp_req_valid(rp_req_valid[1]), .rp_req_ready(rp_req_ready[1]),
         .rp_req_data(rp_req_data[REQ_W +: REQ_W]),
         .rp_rsp_valid(rp_rsp_valid[1]), .rp_rsp_ready(rp_rsp_ready[1]),
         .rp_rsp_data(rp_rsp_data[RSP_W +: RSP_W]),
-        .rp_reload(rp_reload[1]), .rp_present(rp_present[1]),
-        .rp_table_done(rp_table_done[1]), .rp_table_ok(rp_table_ok[1]),
-        .rp_identity(rp_identity[511:256])
+        .rp_reload(rp_reload[1]), .rp_engine(rp_engine[63:32]),
+        .rp_tbl_start(rp_tbl_start[1]), .rp_tbl_base(rp_tbl_base[DAW +: DAW]),
+        .rp_tbl_region(rp_tbl_region[63:32]), .rp_tbl_done(rp_tbl_done[1]),
+        .rp_tbl_result(rp_tbl_result[3:2]), .rp_tbl_crc(rp_tbl_crc[63:32]),
+        .rp_identity(rp_identity[511:256]), .rp_reading(rp_reading[1]),
+        .rp_araddr(rp_araddr[1]), .rp_arlen(rp_arlen[1]), .rp_arvalid(rp_arvalid[1]),
+        .rp_arready(rp_arready[1]), .rp_rdata(rp_rdata[1]), .rp_rresp(rp_rresp[1]),
+        .rp_rlast(rp_rlast[1]), .rp_rvalid(rp_rvalid[1]), .rp_rready(rp_rready[1])
     );
 
     // The reconfigurable partitions (HD.RECONFIGURABLE in the flow). A slot
     // comes out of reset after every load (RESET_AFTER_RECONFIG) and when
     // the shell says it was reloaded. Left empty (a greybox), a partition's
-    // outputs are tied to 0 (UG909), which the shell reads as no module.
-    fabric_slot slot0 (
+    // outputs are tied to 0 (UG909), which the shell reads as no engine.
+    fabric_slot #(.DAW(DAW)) slot0 (
         .clk(clk), .rst(rst || rp_reload[0]),
         .req_valid(rp_req_valid[0]), .req_ready(rp_req_ready[0]),
         .req_data(rp_req_data[0 +: REQ_W]),
         .rsp_valid(rp_rsp_valid[0]), .rsp_ready(rp_rsp_ready[0]),
-        .rsp_data(rp_rsp_data[0 +: RSP_W]),
-        .present(rp_present[0]), .table_done(rp_table_done[0]),
-        .table_ok(rp_table_ok[0]), .identity(rp_identity[255:0])
+        .rsp_data(rp_rsp_data[0 +: RSP_W]), .engine(rp_engine[31:0]),
+        .tbl_start(rp_tbl_start[0]), .tbl_base(rp_tbl_base[0 +: DAW]),
+        .tbl_region(rp_tbl_region[31:0]), .tbl_done(rp_tbl_done[0]),
+        .tbl_result(rp_tbl_result[1:0]), .tbl_crc(rp_tbl_crc[31:0]),
+        .identity(rp_identity[255:0]), .reading(rp_reading[0]),
+        .m_araddr(rp_araddr[0]), .m_arlen(rp_arlen[0]), .m_arvalid(rp_arvalid[0]),
+        .m_arready(rp_arready[0]), .m_rdata(rp_rdata[0]), .m_rresp(rp_rresp[0]),
+        .m_rlast(rp_rlast[0]), .m_rvalid(rp_rvalid[0]), .m_rready(rp_rready[0])
     );
 
-    fabric_slot slot1 (
+    fabric_slot #(.DAW(DAW)) slot1 (
         .clk(clk), .rst(rst || rp_reload[1]),
         .req_valid(rp_req_valid[1]), .req_ready(rp_req_ready[1]),
         .req_data(rp_req_data[REQ_W +: REQ_W]),
         .rsp_valid(rp_rsp_valid[1]), .rsp_ready(rp_rsp_ready[1]),
-        .rsp_data(rp_rsp_data[RSP_W +: RSP_W]),
-        .present(rp_present[1]), .table_done(rp_table_done[1]),
-        .table_ok(rp_table_ok[1]), .identity(rp_identity[511:256])
+        .rsp_data(rp_rsp_data[RSP_W +: RSP_W]), .engine(rp_engine[63:32]),
+        .tbl_start(rp_tbl_start[1]), .tbl_base(rp_tbl_base[DAW +: DAW]),
+        .tbl_region(rp_tbl_region[63:32]), .tbl_done(rp_tbl_done[1]),
+        .tbl_result(rp_tbl_result[3:2]), .tbl_crc(rp_tbl_crc[63:32]),
+        .identity(rp_identity[511:256]), .reading(rp_reading[1]),
+        .m_araddr(rp_araddr[1]), .m_arlen(rp_arlen[1]), .m_arvalid(rp_arvalid[1]),
+        .m_arready(rp_arready[1]), .m_rdata(rp_rdata[1]), .m_rresp(rp_rresp[1]),
+        .m_rlast(rp_rlast[1]), .m_rvalid(rp_rvalid[1]), .m_rready(rp_rready[1])
     );
 endmodule
 

@@ -25,6 +25,8 @@ use crate::shell::{hex, Shell};
 pub enum TableError {
     #[error("slot {slot}: a table of {bytes} bytes does not fit its region of {region} bytes")]
     RegionTooSmall { slot: u8, bytes: u64, region: u64 },
+    #[error("slot {slot}: SLOT_SHUTDOWN reads {shutdown:#x}, not {SHUTDOWN_DONE:#x}: its engine may still read its region, so nothing is written there until it is quiesced with nothing outstanding")]
+    NotQuiesced { slot: u8, shutdown: u32 },
     #[error("the DMA buffer of {size} bytes leaves {left} bytes after the rings for {slots} slots' tables")]
     NoRoom { size: u64, left: u64, slots: usize },
     #[error("slot {slot}: writing its table into the DMA buffer")]
@@ -111,6 +113,11 @@ impl Tables {
     /// region and has the slot read it in; waits at most `timeout`.
     ///
     /// In order (contract section 7):
+    /// 0. the slot quiesced with nothing outstanding (SLOT_SHUTDOWN 0x0F),
+    ///    checked before anything is written: the engine reads its table
+    ///    from the region at every step, so writing over a serving slot's
+    ///    table would change what it decodes, whether or not the commit is
+    ///    then taken;
     /// 1. the table into the region, through the cached mapping;
     /// 2. the cache cleaned over it (u-dma-buf `sync_for_device`), if the
     ///    buffer is not coherent: the engine reads DDR, not the CPU's cache;
@@ -137,13 +144,17 @@ impl Tables {
                 region: self.region,
             });
         }
+        let regs = SlotRegs::of(usize::from(slot));
+        let r = shell.regs();
+        let shutdown = regs.shutdown.get(r);
+        if shutdown != SHUTDOWN_DONE {
+            return Err(TableError::NotQuiesced { slot, shutdown });
+        }
         let at = self.offset(slot);
         let write = |source| TableError::Write { slot, source };
         self.dma.write(at, table).map_err(write)?;
         self.dma.sync_for_device(at, bytes).map_err(write)?;
         barrier::io_wmb();
-        let regs = SlotRegs::of(usize::from(slot));
-        let r = shell.regs();
         let phys = self.phys(slot);
         regs.table_base_lo.set(r, phys as u32);
         regs.table_base_hi.set(r, (phys >> 32) as u32);

@@ -50,6 +50,8 @@ pub const MAX_ENTRY_CANDIDATES: usize = 255;
 /// Most candidates any context has (the unigrams): what an engine's
 /// candidate buffer holds.
 pub const MAX_CANDIDATES: usize = 512;
+/// Most bits of an index's home buckets: an entry addresses 2^24 words.
+pub const MAX_INDEX_BITS: u32 = 24;
 /// Fibonacci hashing's multiplier: 2^32 over the golden ratio, odd.
 pub const HASH_MULTIPLIER: u32 = 0x9E37_79B1;
 /// An index holds at most one key per this many buckets.
@@ -72,6 +74,8 @@ pub enum TableError {
     Length { declared: usize, have: usize },
     #[error("a read of word {at} passes the table's end ({words} words)")]
     Beyond { at: usize, words: usize },
+    #[error("word 7 is {sizes:#010x}: indexes of at most 2^24 home buckets and {MAX_CANDIDATES} unigrams, not 2^{bigram_bits}, 2^{trigram_bits} and {unigrams}", bigram_bits = sizes & 0xFF, trigram_bits = (sizes >> 8) & 0xFF, unigrams = sizes >> 16)]
+    Sizes { sizes: u32 },
 }
 
 /// A model's table.
@@ -230,8 +234,8 @@ impl Table {
     }
 
     /// What the engine checks of a committed table's header, before it
-    /// reads the rest: the magic, the engine, and the words it declares
-    /// (returned), which its region must hold.
+    /// reads the rest: the magic, the engine, the words it declares
+    /// (returned), which its region must hold, and its index sizes.
     pub fn check(&self) -> Result<usize, TableError> {
         let magic = self.words.first().copied().unwrap_or(0);
         if magic != MAGIC {
@@ -244,6 +248,15 @@ impl Table {
                 want: ENGINE,
             });
         }
+        let sizes = self.words.get(7).copied().unwrap_or(0);
+        if sizes & 0xFF > MAX_INDEX_BITS
+            || (sizes >> 8) & 0xFF > MAX_INDEX_BITS
+            || (sizes >> 16) as usize > MAX_CANDIDATES
+        {
+            return Err(TableError::Sizes { sizes });
+        }
+        // Last: a header alone (what the engine reads first) fails here
+        // only, for the words it declares past itself.
         let declared = self.words.get(2).copied().unwrap_or(0) as usize;
         if declared < HEADER_WORDS || declared > self.words.len() {
             return Err(TableError::Length {
@@ -310,67 +323,6 @@ impl Table {
         self.words.len().saturating_sub(end)
     }
 
-    /// Word `at`, a read the engine bounds by WORDS.
-    fn word(&self, at: usize) -> Result<u32, TableError> {
-        let words = self.words.get(2).copied().unwrap_or(0) as usize;
-        if at >= words.min(self.words.len()) {
-            return Err(TableError::Beyond { at, words });
-        }
-        Ok(self.words[at])
-    }
-
-    /// The entry of `key` in the index at `base` with 2^`bits` home
-    /// buckets: its home, then each next bucket until the key or an empty
-    /// one.
-    fn find(&self, base: usize, bits: u32, key: u32) -> Result<Option<u32>, TableError> {
-        let mut at = base + 2 * home(key, bits);
-        loop {
-            let entry = self.word(at + 1)?;
-            if entry == 0 {
-                return Ok(None);
-            }
-            if self.word(at)? == key {
-                return Ok(Some(entry));
-            }
-            at += 2;
-        }
-    }
-
-    /// The candidates after `a b`, as first word and count.
-    pub fn lookup(&self, a: u32, b: u32) -> Result<(usize, usize), TableError> {
-        let sizes = self.word(7)?;
-        let (bi_bits, tri_bits) = (sizes & 0xFF, (sizes >> 8) & 0xFF);
-        // A token beyond 16 bits is in no context of the model.
-        let tri = if a > 0xFFFF || b > 0xFFFF {
-            None
-        } else {
-            self.find(self.word(6)? as usize, tri_bits, (a << 16) | b)?
-        };
-        let entry = match tri {
-            Some(e) => Some(e),
-            None => self.find(self.word(5)? as usize, bi_bits, b)?,
-        };
-        Ok(match entry {
-            Some(e) => ((e >> 8) as usize, (e & 0xFF) as usize),
-            None => (self.word(4)? as usize, (sizes >> 16) as usize),
-        })
-    }
-
-    /// The next token after `a b` for a draw, as the engine computes it.
-    pub fn step(&self, a: u32, b: u32, draw: u64, sampling: Sampling) -> Result<u32, TableError> {
-        let (first, n) = self.lookup(a, b)?;
-        if n == 0 {
-            return Ok(crate::tokenizer::EOS);
-        }
-        // The engine reads only the first candidate of a greedy step.
-        let n = if sampling == Sampling::Greedy { 1 } else { n };
-        let cands = (first..first + n)
-            .map(|at| self.word(at))
-            .collect::<Result<Vec<u32>, TableError>>()?;
-        let i = sampling::pick(cands.iter().map(|&w| w as u16), draw, sampling);
-        Ok(cands.get(i).map_or(crate::tokenizer::EOS, |&w| w >> 16))
-    }
-
     /// All tokens for a request, as [`Model::generate`] gives them.
     pub fn generate(
         &self,
@@ -399,6 +351,80 @@ impl Table {
             }
         }
         Ok(out)
+    }
+}
+
+/// A table's words as an engine reads them, every read bounded by the words
+/// the table declares. The engine's reads ([`Reader::lookup`],
+/// [`Reader::step`]) are the same whether the words are a [`Table`] in
+/// memory or a slot's region of DDR (the simulator reads the region as the
+/// RTL does, at every step, so a host that overwrites a serving slot's
+/// table is caught there as on a board).
+pub trait Reader {
+    /// Word `at`, or the read that passed the table's end.
+    fn word(&self, at: usize) -> Result<u32, TableError>;
+
+    /// The entry of `key` in the index at `base` with 2^`bits` home
+    /// buckets: its home, then each next bucket until the key or an empty
+    /// one.
+    fn find(&self, base: usize, bits: u32, key: u32) -> Result<Option<u32>, TableError> {
+        let mut at = base + 2 * home(key, bits);
+        loop {
+            let entry = self.word(at + 1)?;
+            if entry == 0 {
+                return Ok(None);
+            }
+            if self.word(at)? == key {
+                return Ok(Some(entry));
+            }
+            at += 2;
+        }
+    }
+
+    /// The candidates after `a b`, as first word and count.
+    fn lookup(&self, a: u32, b: u32) -> Result<(usize, usize), TableError> {
+        let sizes = self.word(7)?;
+        let (bi_bits, tri_bits) = (sizes & 0xFF, (sizes >> 8) & 0xFF);
+        // A token beyond 16 bits is in no context of the model.
+        let tri = if a > 0xFFFF || b > 0xFFFF {
+            None
+        } else {
+            self.find(self.word(6)? as usize, tri_bits, (a << 16) | b)?
+        };
+        let entry = match tri {
+            Some(e) => Some(e),
+            None => self.find(self.word(5)? as usize, bi_bits, b)?,
+        };
+        Ok(match entry {
+            Some(e) => ((e >> 8) as usize, (e & 0xFF) as usize),
+            None => (self.word(4)? as usize, (sizes >> 16) as usize),
+        })
+    }
+
+    /// The next token after `a b` for a draw, as the engine computes it.
+    fn step(&self, a: u32, b: u32, draw: u64, sampling: Sampling) -> Result<u32, TableError> {
+        let (first, n) = self.lookup(a, b)?;
+        if n == 0 {
+            return Ok(crate::tokenizer::EOS);
+        }
+        // The engine reads only the first candidate of a greedy step.
+        let n = if sampling == Sampling::Greedy { 1 } else { n };
+        let cands = (first..first + n)
+            .map(|at| self.word(at))
+            .collect::<Result<Vec<u32>, TableError>>()?;
+        let i = sampling::pick(cands.iter().map(|&w| w as u16), draw, sampling);
+        Ok(cands.get(i).map_or(crate::tokenizer::EOS, |&w| w >> 16))
+    }
+}
+
+impl Reader for Table {
+    /// Word `at`, a read the engine bounds by WORDS.
+    fn word(&self, at: usize) -> Result<u32, TableError> {
+        let words = self.words.get(2).copied().unwrap_or(0) as usize;
+        if at >= words.min(self.words.len()) {
+            return Err(TableError::Beyond { at, words });
+        }
+        Ok(self.words[at])
     }
 }
 

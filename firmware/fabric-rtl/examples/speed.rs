@@ -114,18 +114,18 @@ fn cycles(h: &Rig) -> u64 {
 
 /// A prompt the model itself would write, so the trigram contexts are
 /// ones it knows (as most of a real prompt's are).
-fn prompt_for(model: &fabric_model::Model, k: u64) -> Vec<u32> {
+fn prompt_for(model: &Catalogued, k: u64) -> Vec<u32> {
     let start = [256, 300 + (k % 200) as u32];
     let mut p = model.generate(&start, 4, 1.0, k, NO_STOP_TOKEN);
     p.truncate(4);
     p
 }
 
-fn model_of(ctx: u16) -> &'static fabric_model::Model {
+fn model_of(ctx: u16) -> &'static Catalogued {
     if ctx < PER_SLOT {
-        &kjv().model
+        kjv()
     } else {
-        &fortunes().model
+        fortunes()
     }
 }
 
@@ -317,7 +317,7 @@ fn loaded(h: &mut Rig, o: &Opts) -> Result<()> {
 /// A fabric out of reset whose DDR answers reads after `latency` cycles.
 fn rig(latency: u32) -> Rig {
     Rig {
-        w: RtlWindow::new(Cosim::new(latency), VecMemory::new(BASE, 1 << 20)),
+        w: RtlWindow::new(Cosim::new(latency), VecMemory::new(BASE, MEMORY)),
         sq_tail: 0,
         cq_head: 0,
     }
@@ -345,8 +345,19 @@ fn main() -> Result<()> {
     let t = Instant::now();
     let mut h = rig(o.latency);
     idle(&h);
-    h.load(0, &kjv().table.words, true);
-    h.load(1, &fortunes().table.words, true);
+    h.load(0, true);
+    h.load(1, true);
+    let commit = h.w.lock().fabric.cycles();
+    if h.commit(0, &kjv().table) != SlotState::Ready
+        || h.commit(1, &fortunes().table) != SlotState::Ready
+    {
+        bail!("the catalog's tables did not commit");
+    }
+    println!(
+        "commit_cycles_both_tables {} ({} words)",
+        h.w.lock().fabric.cycles() - commit,
+        kjv().table.words.len() + fortunes().table.words.len()
+    );
     h.init();
     println!("setup_s {:.1}", t.elapsed().as_secs_f64());
     latency(&mut h, &o)?;

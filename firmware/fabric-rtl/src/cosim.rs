@@ -24,7 +24,7 @@ extern "C" {
     fn fcs_greybox(f: *mut Fcs, slot: u32, on: c_int);
     fn fcs_write(f: *mut Fcs, port: u32, addr: u32, value: u32) -> u32;
     fn fcs_read(f: *mut Fcs, port: u32, addr: u32) -> u32;
-    fn fcs_table_write(f: *mut Fcs, slot: u32, words: *const u32, n: usize) -> c_int;
+    fn fcs_set_ports(f: *mut Fcs, latency: u32, depth: u32, stall_permille: u32, seed: u64);
     fn fcs_grant(f: *mut Fcs, slot: u32, n: i64);
     fn fcs_credits(f: *const Fcs, slot: u32) -> i64;
 }
@@ -97,9 +97,6 @@ impl Port {
 
 /// Slots `rtl/sim/fabric_cosim.v` is built with.
 pub const SLOTS: u8 = 2;
-/// Words a slot's table holds in the co-simulation (the largest model of
-/// the catalog fits).
-pub const TABLE_WORDS: usize = 1 << 19;
 /// The clock the co-simulated shell reports its times at, in MHz (the
 /// K26's; `fabric_us` counts cycles at it).
 pub const CLOCK_MHZ: u32 = 200;
@@ -109,8 +106,19 @@ pub const CLOCK_MHZ: u32 = 200;
 pub enum CosimError {
     #[error("slot {slot}: the fabric has {SLOTS} slots")]
     NoSuchSlot { slot: u8 },
-    #[error("a table of {words} words does not fit a slot's {TABLE_WORDS}")]
-    TableTooLarge { words: usize },
+}
+
+/// How the engines' HP ports answer their reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ports {
+    /// Cycles from a burst's AR to its first beat.
+    pub latency: u32,
+    /// Bursts a port keeps outstanding.
+    pub depth: u32,
+    /// Per mille of cycles ARREADY is low, and of beats held back a cycle.
+    pub stall_permille: u32,
+    /// The stalls' generator's seed: a run repeats with it.
+    pub seed: u64,
 }
 
 /// One Verilated fabric. It powers on with no module in any slot.
@@ -239,7 +247,8 @@ impl Cosim {
     }
 
     /// Empties slot `slot` (`true`: a greybox, no module; its outputs tied
-    /// to 0 as Vivado ties them) or configures a module in it again.
+    /// to 0 as Vivado ties them) or configures the engine in it again (a
+    /// partial load's end: the engine comes out of reset with no table).
     pub fn set_greybox(&mut self, slot: u8, on: bool) -> Result<(), CosimError> {
         if slot >= SLOTS {
             return Err(CosimError::NoSuchSlot { slot });
@@ -249,23 +258,19 @@ impl Cosim {
         Ok(())
     }
 
-    /// Writes a table into slot `slot`'s memory, the rest zero, as a
-    /// partial bitstream's memory contents would. No words: the slot holds
-    /// no module (a greybox).
-    pub fn write_table(&mut self, slot: u8, words: &[u32]) -> Result<(), CosimError> {
-        self.set_greybox(slot, words.is_empty())?;
-        if words.len() > TABLE_WORDS {
-            return Err(CosimError::TableTooLarge { words: words.len() });
-        }
-        let mut all = words.to_vec();
-        all.resize(TABLE_WORDS, 0);
-        // SAFETY: a live handle; `all` holds `all.len()` words for the call.
-        let rc =
-            unsafe { fcs_table_write(self.raw.as_ptr(), u32::from(slot), all.as_ptr(), all.len()) };
-        if rc != 0 {
-            return Err(CosimError::NoSuchSlot { slot });
-        }
-        Ok(())
+    /// Sets how the engines' ports answer (by default: after the read
+    /// latency `new` was given, four bursts outstanding, no stalls).
+    pub fn set_ports(&mut self, ports: Ports) {
+        // SAFETY: a live handle.
+        unsafe {
+            fcs_set_ports(
+                self.raw.as_ptr(),
+                ports.latency,
+                ports.depth,
+                ports.stall_permille,
+                ports.seed,
+            )
+        };
     }
 }
 

@@ -12,9 +12,11 @@
 //!
 //! # Layout
 //! - [`cosim`]: the Verilated fabric: register ports, the clock, the DDR
-//!   behind the shell's AXI4 master ([`Memory`]), the interrupt line, and a
-//!   slot's configuration (its table written as a partial load would, the
-//!   decoupler, the garbage a half-programmed slot drives).
+//!   behind the shell's AXI4 master and the engines' ([`Memory`]: the
+//!   tables the engines read lie in it, as on a board), how the engines'
+//!   ports answer ([`Ports`]), the interrupt line, and a slot's
+//!   configuration (an engine or none, the decoupler, the garbage a
+//!   half-programmed slot drives).
 //! - [`window`]: the fabric and its memory behind one lock, as a register
 //!   window.
 //!
@@ -27,6 +29,6 @@ pub mod cosim;
 pub mod window;
 
 #[cfg(feature = "verilated")]
-pub use cosim::{Cosim, Memory, Port, VecMemory};
+pub use cosim::{Cosim, Memory, Port, Ports, VecMemory};
 #[cfg(feature = "verilated")]
 pub use window::RtlWindow;

@@ -94,9 +94,11 @@ fn a_busy_context_is_refused_and_keeps_its_request() {
 #[test]
 fn a_slot_not_ready_is_answered_not_ready() {
     let mut h = Rig::bare();
-    h.load(1, &fortunes().table.words, true);
+    h.load(1, true);
+    assert_eq!(h.commit(1, &fortunes().table), SlotState::Ready);
+    h.load(0, true);
     h.init();
-    // Slot 0 holds nothing.
+    // Slot 0 holds an engine and no model.
     h.submit(&[Req::new(3, 0, &PROMPT, 4)]);
     h.run(3_000);
     let all = h.drain();
@@ -221,9 +223,7 @@ fn a_cancel_ends_a_running_request_and_a_queued_one_at_once() {
     );
     assert_eq!((queued.status, queued.n_tokens), (CqeStatus::Cancelled, 0));
     // The output so far is the model's, and its CRC covers it.
-    let want = kjv()
-        .model
-        .generate(&PROMPT, running.n_tokens, 0.8, 42, NO_STOP_TOKEN);
+    let want = kjv().generate(&PROMPT, running.n_tokens, 0.8, 42, NO_STOP_TOKEN);
     assert_eq!(h.output_of(0, running.n_tokens), want);
     assert_eq!(running.crc, tokens_crc(&want));
     let rest: Vec<u32> = (101..107).collect();

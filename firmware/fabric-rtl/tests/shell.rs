@@ -17,20 +17,33 @@ fn the_shell_reports_the_contract() {
     assert_eq!((caps >> 4) & 0xFF, LANES, "LANES");
     assert_eq!((caps >> 12) & 0xFF, u32::from(PER_SLOT), "CONTEXTS");
     assert_eq!(h.reg(REG_INTERFACE_ID.offset()), 0x5EED_0001);
-    // Nothing loaded: both slots empty.
+    // Nothing loaded: both slots empty, no engine.
     assert_eq!(h.slot_state(0), SlotState::Empty);
     assert_eq!(h.slot_state(1), SlotState::Empty);
+    assert_eq!(h.reg(SlotRegs::of(0).engine.offset()), 0);
+    // An engine loaded: no model until a table is committed.
+    h.load(1, true);
+    assert_eq!(h.slot_state(1), SlotState::NoModel);
+    assert_eq!(
+        h.reg(SlotRegs::of(1).engine.offset()),
+        EngineId::TRIGRAM_V2.encode()
+    );
+    assert_eq!(SlotRegs::of(1).read_identity(&h.w), [0u8; 32]);
 }
 
 #[test]
 fn a_request_gives_the_models_tokens_and_crc() {
     let mut h = Rig::new();
     assert_eq!(h.slot_state(0), SlotState::Ready);
-    let hash = SlotRegs::of(0).read_hash(&h.w);
     assert_eq!(
-        hash,
+        SlotRegs::of(0).read_identity(&h.w),
         kjv().table.identity(),
-        "SLOT_HASH is the table's identity"
+        "SLOT_IDENTITY is the identity the table declares"
+    );
+    assert_eq!(
+        h.reg(SlotRegs::of(0).table_crc.offset()),
+        kjv().table.crc(),
+        "SLOT_TABLE_CRC is the CRC of the table the engine read"
     );
     let prompt = [300, 301, 302, 303];
     let mut req = Req::new(7, 1, &prompt, 24);
@@ -38,7 +51,7 @@ fn a_request_gives_the_models_tokens_and_crc() {
     h.submit(&[req.clone()]);
     let all = h.until_done(&[7], 200_000);
     let done = done_of(&all, 7);
-    let want = kjv().model.generate(&prompt, 24, 0.8, 42, NO_STOP_TOKEN);
+    let want = kjv().generate(&prompt, 24, 0.8, 42, NO_STOP_TOKEN);
     assert_eq!(done.status, CqeStatus::Ok);
     assert_eq!(done.n_tokens, 24);
     let got = h.output_of(1, done.n_tokens);

@@ -16,7 +16,6 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric_hw::contract::*;
@@ -24,7 +23,7 @@ use fabric_hw::dma::{decode_sync_command, DmaBuf, SyncDirection};
 use fabric_hw::mmio::{Mmio, RegisterWindow};
 use fabric_hw::sampling::{Sampling, SplitMix64};
 use fabric_hw::shell::Counters;
-use fabric_model::table::{Table, TableError, HEADER_WORDS};
+use fabric_model::table::{Reader, Table, TableError, HEADER_WORDS};
 
 use crate::config::SimConfig;
 
@@ -38,15 +37,53 @@ pub struct Loaded {
     pub overlay: Option<String>,
 }
 
-/// A table a slot's engine read in (section 7, "Committing a table").
+/// A table a slot's engine read in (section 7, "Committing a table"): where
+/// it lies in DDR and its header, which the engine keeps. Its other words
+/// stay in DDR and are read at every step, as the RTL reads them: a host
+/// that writes over a serving slot's table changes what it decodes.
 #[derive(Debug, Clone)]
 struct SlotTable {
-    table: Arc<Table>,
+    /// Its offset in the device's view of DDR, and the words it declares.
+    at: usize,
+    words: usize,
+    header: [u32; HEADER_WORDS],
     /// The CRC-32 the engine computed reading it (SLOT_TABLE_CRC).
     crc: u32,
     /// What the table declares in its words 8..16 (SLOT_IDENTITY): declared,
     /// not computed.
     identity: [u8; 32],
+}
+
+/// A slot's table as its engine reads it at a step: the header it kept,
+/// the rest from DDR (the device's view; the CPU's mapping for a coherent
+/// buffer, which has no other), every read bounded by the words the table
+/// declares.
+struct DramWords<'a> {
+    table: &'a SlotTable,
+    dram: &'a [u8],
+    cpu: Option<&'a DmaBuf>,
+}
+
+impl Reader for DramWords<'_> {
+    fn word(&self, at: usize) -> Result<u32, TableError> {
+        let words = self.table.words;
+        if at >= words {
+            return Err(TableError::Beyond { at, words });
+        }
+        if at < HEADER_WORDS {
+            return Ok(self.table.header[at]);
+        }
+        let off = self.table.at + 4 * at;
+        let mut b = [0u8; 4];
+        match self.cpu {
+            // In bounds: the commit checked the table against the buffer.
+            Some(cpu) => {
+                let _ = cpu.read(off as u64, &mut b);
+            }
+            None => b.copy_from_slice(&self.dram[off..off + 4]),
+        }
+        Ok(u32::from_le_bytes(b))
+    }
 }
 
 /// A commit being read in: what it comes to, and when.
@@ -101,8 +138,6 @@ struct Ctx {
     /// When its next token is due (meaningful while running).
     next_due: Instant,
     prompt_len: u32,
-    /// The slot's table, as the request found it.
-    table: Arc<Table>,
     /// The context: the last two tokens, the random stream, the sampling.
     a: u32,
     b: u32,
@@ -411,6 +446,11 @@ impl Fabric {
             (!self.slots[s].shut && self.slot_decoding(s, now)) || self.slots[s].commit.is_some();
         self.abort_slot(s);
         let slot = &mut self.slots[s];
+        // A commit under way has been acted on: the slot comes up torn, and
+        // the commit is not taken up again after the load.
+        if let Some(p) = slot.commit.take() {
+            slot.committed = p.value;
+        }
         match state {
             SlotState::Loading => {
                 if outstanding {
@@ -943,10 +983,14 @@ impl Fabric {
                 .map(|i| self.dram_u32(at + 4 * i))
                 .collect(),
         };
+        let mut header = [0u32; HEADER_WORDS];
+        header.copy_from_slice(&table.words[..HEADER_WORDS]);
         let slot_table = SlotTable {
+            at,
+            words: declared as usize,
+            header,
             crc: table.crc(),
             identity: table.declared_identity(),
-            table: Arc::new(table),
         };
         (bytes, Ok(slot_table))
     }
@@ -1059,13 +1103,13 @@ impl Fabric {
             return;
         }
         let s = &self.slots[slot];
-        let table = match (&s.table, s.state, s.quiesce) {
-            (Some(t), SlotState::Ready, false) => t.table.clone(),
-            _ => {
-                self.done_now(&sqe, CqeStatus::SlotNotReady, FaultCode::SlotNotReady);
-                return;
-            }
-        };
+        if !matches!(
+            (&s.table, s.state, s.quiesce),
+            (Some(_), SlotState::Ready, false)
+        ) {
+            self.done_now(&sqe, CqeStatus::SlotNotReady, FaultCode::SlotNotReady);
+            return;
+        }
         let len = sqe.prompt_len as usize;
         self.coherent_in(prompt_at, prompt_at + len * 4);
         let prompt: Vec<u32> = (0..len).map(|i| self.dram_u32(prompt_at + i * 4)).collect();
@@ -1078,7 +1122,6 @@ impl Fabric {
             running: false,
             next_due: now,
             prompt_len: sqe.prompt_len,
-            table,
             // Section 8: the prompt's last two tokens, end-of-text before it.
             a: if prompt.len() >= 2 {
                 prompt[prompt.len() - 2]
@@ -1161,7 +1204,17 @@ impl Fabric {
                     self.finish(i, CqeStatus::Fault, Finish::None, due);
                     break;
                 };
-                let token = match c.table.step(c.a, c.b, c.rng.next(), c.sampling) {
+                let Some(table) = self.slots[c.slot].table.as_ref() else {
+                    // Unreachable: a slot loses its table only as its
+                    // contexts end (a load or a commit aborts them).
+                    break;
+                };
+                let words = DramWords {
+                    table,
+                    dram: &self.dram,
+                    cpu: self.config.dma_coherent.then_some(&self.cpu_view),
+                };
+                let token = match words.step(c.a, c.b, c.rng.next(), c.sampling) {
                     Ok(t) => t,
                     Err(e) => {
                         // A table read that failed: the request ends as a

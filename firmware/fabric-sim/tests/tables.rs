@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{bare_host, host, sim, sub, table, tokens_of, until_done, Host, PROMPT};
+use common::{bare_host, host, sim, sub, table, tokens_of, until_done, wait_for, Host, PROMPT};
 use fabric_hw::contract::*;
 use fabric_hw::shell::{hex, Completion};
 use fabric_hw::tables::TableError;
@@ -83,14 +83,31 @@ async fn a_commit_to_a_slot_not_quiesced_is_refused_and_it_keeps_serving() {
     let sim = sim(dir.path(), |_| {});
     let mut h = host(&sim).await;
     let before = h.shell.slot(0);
+    // The host's side refuses before writing a word of the region the
+    // serving engine reads at every step.
     let err = h
         .tables
         .commit(&h.shell, 0, &table("fortunes"), Duration::from_secs(10))
         .expect_err("refused");
     assert!(
-        matches!(err, TableError::Refused { slot: 0, fault } if fault == FaultCode::CommitRefused as u32),
+        matches!(
+            err,
+            TableError::NotQuiesced {
+                slot: 0,
+                shutdown: 0
+            }
+        ),
         "{err}"
     );
+    // The device's side: a commit written to the registers of a slot not
+    // quiesced is refused too, and changes nothing but FAULT_CODE.
+    let regs = SlotRegs::of(0);
+    let commit = regs.committed.get(&h.regs) + 1;
+    regs.table_commit.set(&h.regs, commit);
+    wait_for("the refusal", Duration::from_secs(10), || {
+        regs.committed.get(&h.regs) == commit
+    });
+    assert_eq!(REG_FAULT_CODE.get(&h.regs), FaultCode::CommitRefused as u32);
     let after = h.shell.slot(0);
     assert_eq!(
         (after.state, after.loads, after.identity, after.table_crc),
@@ -105,6 +122,27 @@ async fn a_commit_to_a_slot_not_quiesced_is_refused_and_it_keeps_serving() {
         run(&mut h, 1, 0, 6).await,
         (expected("kjv", 6), CqeStatus::Ok)
     );
+}
+
+#[tokio::test]
+async fn a_table_written_over_under_a_serving_slot_changes_what_it_decodes() {
+    // What the host must never do, and why: the engine reads its table
+    // from DDR at every step, as on a board.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sim(dir.path(), |_| {});
+    let mut h = host(&sim).await;
+    assert_eq!(
+        run(&mut h, 1, 0, 6).await,
+        (expected("kjv", 6), CqeStatus::Ok)
+    );
+    let mut zeros = table("kjv");
+    zeros[64..].fill(0);
+    let dma = fabric_hw::dma::DmaBuf::open(&sim.root(), "udmabuf-fabric").expect("the buffer");
+    dma.write(h.tables.offset(0), &zeros).expect("write");
+    dma.sync_for_device(h.tables.offset(0), zeros.len() as u64)
+        .expect("sync");
+    let (tokens, _) = run(&mut h, 2, 0, 6).await;
+    assert_ne!(tokens, expected("kjv", 6));
 }
 
 #[tokio::test]

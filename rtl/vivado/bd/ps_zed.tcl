@@ -22,6 +22,10 @@
 #                cache, prot, QoS or region: the shell's DMA into DDR
 #                through S_AXI_HP0 (64 bits at the PS, the FSBL's default;
 #                the SmartConnect converts)
+#   S_AXI_E0     AXI4 slave, read only, 32-bit data: slot 0's engine
+#                reading its table (contract 2.0), through S_AXI_HP1
+#   S_AXI_E1     the same for slot 1's, through S_AXI_HP2 (a SmartConnect each
+#                converts to the PS's 64 bits)
 #   irq          in   level, high: IRQ_F2P[0], GIC SPI 29 (interrupts =
 #                     <0 29 4>; UG585, table 7-4: interrupt id 61)
 #
@@ -42,6 +46,10 @@ proc fabric::bd::create {dir} {
         CONFIG.PCW_USE_M_AXI_GP0 {1} \
         CONFIG.PCW_USE_S_AXI_HP0 {1} \
         CONFIG.PCW_S_AXI_HP0_DATA_WIDTH {64} \
+        CONFIG.PCW_USE_S_AXI_HP1 {1} \
+        CONFIG.PCW_S_AXI_HP1_DATA_WIDTH {64} \
+        CONFIG.PCW_USE_S_AXI_HP2 {1} \
+        CONFIG.PCW_S_AXI_HP2_DATA_WIDTH {64} \
         CONFIG.PCW_USE_FABRIC_INTERRUPT {1} \
         CONFIG.PCW_IRQ_F2P_INTR {1} \
     ] $ps
@@ -51,17 +59,23 @@ proc fabric::bd::create {dir} {
     set_property -dict [list CONFIG.NUM_SI {1} CONFIG.NUM_MI {3}] $ctl
     set dma [create_bd_cell -type ip -vlnv xilinx.com:ip:smartconnect:* dma]
     set_property -dict [list CONFIG.NUM_SI {1} CONFIG.NUM_MI {1}] $dma
+    foreach e {e0 e1} {
+        set_property -dict [list CONFIG.NUM_SI {1} CONFIG.NUM_MI {1}] \
+            [create_bd_cell -type ip -vlnv xilinx.com:ip:smartconnect:* $e]
+    }
 
     # The clock and reset, inside and out.
     set clk [get_bd_pins ps/FCLK_CLK0]
     connect_bd_net $clk [get_bd_pins ps/M_AXI_GP0_ACLK] [get_bd_pins ps/S_AXI_HP0_ACLK] \
-        [get_bd_pins rst/slowest_sync_clk] [get_bd_pins ctl/aclk] [get_bd_pins dma/aclk]
+        [get_bd_pins ps/S_AXI_HP1_ACLK] [get_bd_pins ps/S_AXI_HP2_ACLK] \
+        [get_bd_pins rst/slowest_sync_clk] [get_bd_pins ctl/aclk] [get_bd_pins dma/aclk] \
+        [get_bd_pins e0/aclk] [get_bd_pins e1/aclk]
     connect_bd_net [get_bd_pins ps/FCLK_RESET0_N] [get_bd_pins rst/ext_reset_in]
     connect_bd_net [get_bd_pins rst/interconnect_aresetn] [get_bd_pins ctl/aresetn] \
-        [get_bd_pins dma/aresetn]
+        [get_bd_pins dma/aresetn] [get_bd_pins e0/aresetn] [get_bd_pins e1/aresetn]
     set pl_clk [create_bd_port -dir O -type clk pl_clk]
     set_property -dict [list \
-        CONFIG.ASSOCIATED_BUSIF {M_AXI_SHELL:M_AXI_DCP0:M_AXI_DCP1:S_AXI_HP} \
+        CONFIG.ASSOCIATED_BUSIF {M_AXI_SHELL:M_AXI_DCP0:M_AXI_DCP1:S_AXI_HP:S_AXI_E0:S_AXI_E1} \
         CONFIG.ASSOCIATED_RESET {pl_resetn} \
     ] $pl_clk
     connect_bd_net $clk $pl_clk
@@ -93,6 +107,24 @@ proc fabric::bd::create {dir} {
     connect_bd_intf_net [get_bd_intf_pins dma/M00_AXI] [get_bd_intf_pins ps/S_AXI_HP0]
     assign_bd_address -target_address_space [get_bd_addr_spaces S_AXI_HP] \
         [get_bd_addr_segs ps/S_AXI_HP0/HP0_DDR_LOWOCM]
+
+    # Each slot's engine reads its model's table from DDR through a port of
+    # its own (contract 2.0): read only, slot 0's through S_AXI_HP1, slot
+    # 1's through S_AXI_HP2 (AXI3: the engines' bursts are of 16 beats at
+    # most), each SmartConnect converting 32 to 64 bits.
+    foreach {port sc hp seg} {
+        S_AXI_E0 e0 S_AXI_HP1 ps/S_AXI_HP1/HP1_DDR_LOWOCM
+        S_AXI_E1 e1 S_AXI_HP2 ps/S_AXI_HP2/HP2_DDR_LOWOCM
+    } {
+        set p [create_bd_intf_port -mode Slave -vlnv xilinx.com:interface:aximm_rtl:1.0 $port]
+        set_property -dict [list CONFIG.PROTOCOL {AXI4} CONFIG.READ_WRITE_MODE {READ_ONLY} \
+            CONFIG.DATA_WIDTH {32} CONFIG.ADDR_WIDTH {32} CONFIG.ID_WIDTH {0} \
+            CONFIG.HAS_LOCK {0} CONFIG.HAS_CACHE {0} CONFIG.HAS_PROT {0} CONFIG.HAS_QOS {0} \
+            CONFIG.HAS_REGION {0} CONFIG.HAS_BURST {1}] $p
+        connect_bd_intf_net $p [get_bd_intf_pins $sc/S00_AXI]
+        connect_bd_intf_net [get_bd_intf_pins $sc/M00_AXI] [get_bd_intf_pins ps/$hp]
+        assign_bd_address -target_address_space [get_bd_addr_spaces $port] [get_bd_addr_segs $seg]
+    }
 
     set irq [create_bd_port -dir I -type intr irq]
     set_property CONFIG.SENSITIVITY {LEVEL_HIGH} $irq

@@ -1,6 +1,6 @@
 //! A host for the Verilated fabric: the contract's order of operations
-//! (section 5) spelled out with the contract's own types, over an
-//! [`RtlWindow`], and the catalog's models as tables.
+//! (sections 5 and 7) spelled out with the contract's own types, over an
+//! [`RtlWindow`], and the catalog's models as the tables it commits.
 
 #![allow(dead_code)]
 
@@ -10,7 +10,6 @@ use std::sync::OnceLock;
 use fabric_hw::contract::*;
 use fabric_hw::mmio::RegisterWindow;
 use fabric_model::table::Table;
-use fabric_model::Model;
 use fabric_rtl::cosim::Port;
 use fabric_rtl::{Cosim, RtlWindow, VecMemory};
 
@@ -26,10 +25,14 @@ pub const MAX_OUTPUT: u64 = 256;
 pub const CONTEXTS: u16 = 16;
 pub const PER_SLOT: u16 = 8;
 pub const LANES: u32 = 4;
+/// Where the slots' tables lie: a region of REGION bytes each, from TABLES.
+pub const TABLES: u64 = BASE + 0x10_0000;
+pub const REGION: u64 = 0x38_0000;
+/// The host's memory: the rings, prompts and outputs, then the regions.
+pub const MEMORY: usize = 0x10_0000 + 2 * REGION as usize;
 
-/// A catalog model and its table, loaded once per test binary.
+/// A catalog model's table, loaded once per test binary.
 pub struct Catalogued {
-    pub model: Model,
     pub table: Table,
 }
 
@@ -37,22 +40,41 @@ fn catalogued(file: &str) -> Catalogued {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../bitstreams")
         .join(file);
-    let bytes = std::fs::read(&path).expect("a catalog image");
-    let model = fabric_model::image::load(&bytes)
-        .expect("a model image")
-        .model;
-    let table = Table::build(&model).expect("a table");
-    Catalogued { model, table }
+    let bytes = std::fs::read(&path).expect("a catalog table");
+    Catalogued {
+        table: Table::from_bytes(&bytes).expect("a table"),
+    }
+}
+
+impl Catalogued {
+    /// Its vocabulary's size (header word 3).
+    pub fn vocab(&self) -> u32 {
+        self.table.words[3]
+    }
+
+    /// The tokens the engine must give: the Rust engine, read for read.
+    pub fn generate(
+        &self,
+        prompt: &[u32],
+        n: u32,
+        temperature: f32,
+        seed: u64,
+        stop: u32,
+    ) -> Vec<u32> {
+        self.table
+            .generate(prompt, n, temperature, seed, stop)
+            .expect("the catalog's table answers every step")
+    }
 }
 
 pub fn kjv() -> &'static Catalogued {
     static KJV: OnceLock<Catalogued> = OnceLock::new();
-    KJV.get_or_init(|| catalogued("kjv.bit"))
+    KJV.get_or_init(|| catalogued("kjv.ftb"))
 }
 
 pub fn fortunes() -> &'static Catalogued {
     static F: OnceLock<Catalogued> = OnceLock::new();
-    F.get_or_init(|| catalogued("fortunes.bit"))
+    F.get_or_init(|| catalogued("fortunes.ftb"))
 }
 
 /// One request as a test writes it.
@@ -94,21 +116,31 @@ pub struct Rig {
 }
 
 impl Rig {
-    /// A fabric with kjv in slot 0 and fortunes in slot 1, its rings
-    /// initialised.
+    /// A fabric with the engine in both slots, kjv committed to slot 0 and
+    /// fortunes to slot 1, its rings initialised.
     pub fn new() -> Rig {
-        let host = Rig::bare();
-        host.load(0, &kjv().table.words, true);
-        host.load(1, &fortunes().table.words, true);
-        let mut host = host;
+        Rig::with(Cosim::new(16))
+    }
+
+    /// The same on `fabric` (its ports set as a test wants them).
+    pub fn with(fabric: Cosim) -> Rig {
+        let mut host = Rig::bare_with(fabric);
+        host.load(0, true);
+        host.load(1, true);
+        assert_eq!(host.commit(0, &kjv().table), SlotState::Ready);
+        assert_eq!(host.commit(1, &fortunes().table), SlotState::Ready);
         host.init();
         host
     }
 
-    /// A fabric out of reset: nothing loaded, rings not programmed.
+    /// A fabric out of reset: no engine anywhere, rings not programmed.
     pub fn bare() -> Rig {
+        Rig::bare_with(Cosim::new(16))
+    }
+
+    fn bare_with(fabric: Cosim) -> Rig {
         Rig {
-            w: RtlWindow::new(Cosim::new(16), VecMemory::new(BASE, 1 << 20)),
+            w: RtlWindow::new(fabric, VecMemory::new(BASE, MEMORY)),
             sq_tail: 0,
             cq_head: 0,
         }
@@ -138,9 +170,18 @@ impl Rig {
         fabric.write(memory, Port::Decoupler(slot), 0, u32::from(on));
     }
 
-    /// A partial load of `words` into `slot`, the kernel's way: decouple,
-    /// program, couple; `decouple: false` programs a coupled slot.
-    pub fn load(&self, slot: u8, words: &[u32], decouple: bool) {
+    /// A partial load of the engine into `slot`, the kernel's way:
+    /// decouple, program, couple; `decouple: false` programs a coupled slot.
+    pub fn load(&self, slot: u8, decouple: bool) {
+        self.program(slot, decouple, false);
+    }
+
+    /// The same with an image of no module: the slot left a greybox.
+    pub fn empty(&self, slot: u8) {
+        self.program(slot, true, true);
+    }
+
+    fn program(&self, slot: u8, decouple: bool, greybox: bool) {
         if decouple {
             self.decouple(slot, true);
         }
@@ -149,14 +190,88 @@ impl Rig {
             let fabric_rtl::window::Board { fabric, memory } = &mut *b;
             fabric.set_programming(slot, true).expect("a slot");
             fabric.run(memory, 64);
-            fabric.write_table(slot, words).expect("a table that fits");
+            fabric.set_greybox(slot, greybox).expect("a slot");
             fabric.run(memory, 64);
             fabric.set_programming(slot, false).expect("a slot");
         }
         if decouple {
             self.decouple(slot, false);
         }
+        // As the daemon reads a load back: until the slot says what it now
+        // holds (its port may first have beats owed from before to drop).
         self.run(200);
+        let mut waited = 200;
+        while decouple && self.slot_state(usize::from(slot)) == SlotState::Loading {
+            assert!(
+                waited < 1_000_000,
+                "slot {slot} still loading after {waited} cycles"
+            );
+            self.run(200);
+            waited += 200;
+        }
+    }
+
+    /// Where slot `slot`'s table region lies.
+    pub fn region(slot: u8) -> u64 {
+        TABLES + u64::from(slot) * REGION
+    }
+
+    /// Section 7, "Committing a table", whole: quiesce, wait for the slot to
+    /// shut down, write `table` into the slot's region, commit it, wait
+    /// for SLOT_COMMITTED, let the slot serve again. Returns the state it
+    /// came to.
+    pub fn commit(&self, slot: u8, table: &Table) -> SlotState {
+        self.commit_raw(
+            slot,
+            &table.to_bytes(),
+            Rig::region(slot),
+            (REGION / 4) as u32,
+            true,
+        )
+    }
+
+    /// The same with a table's bytes, where and with the region's words the
+    /// test says, quiesced first or not; the state the slot came to.
+    pub fn commit_raw(
+        &self,
+        slot: u8,
+        bytes: &[u8],
+        at: u64,
+        words: u32,
+        quiesce: bool,
+    ) -> SlotState {
+        let regs = SlotRegs::of(usize::from(slot));
+        if quiesce {
+            regs.ctrl.write(&self.w, SLOT_CTRL::QUIESCE::SET);
+            let mut waited = 0;
+            while regs.shutdown.get(&self.w) != SHUTDOWN_DONE {
+                assert!(waited < 2_000_000, "slot {slot} never shut down");
+                self.run(100);
+                waited += 100;
+            }
+        }
+        if at >= BASE && at + bytes.len() as u64 <= BASE + MEMORY as u64 {
+            self.mem_write(at, bytes);
+        }
+        regs.table_base_lo.set(&self.w, at as u32);
+        regs.table_base_hi.set(&self.w, (at >> 32) as u32);
+        regs.table_words.set(&self.w, words);
+        let commit = regs.committed.get(&self.w).wrapping_add(1);
+        regs.table_commit.set(&self.w, commit);
+        let mut waited = 0u64;
+        while regs.committed.get(&self.w) != commit {
+            assert!(
+                waited < 20_000_000,
+                "slot {slot} never acted on commit {commit}"
+            );
+            self.run(2000);
+            waited += 2000;
+        }
+        if quiesce {
+            regs.ctrl.write(&self.w, SLOT_CTRL::QUIESCE::CLEAR);
+        }
+        self.run(20);
+        self.slot_state(usize::from(slot))
     }
 
     /// Section 5, "Initialise".

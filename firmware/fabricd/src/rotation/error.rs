@@ -111,7 +111,7 @@ impl RotationError {
                 source: TableError::RegionTooSmall { .. },
             } => "region_too_small",
             RotationError::Table {
-                source: TableError::Refused { .. },
+                source: TableError::Refused { .. } | TableError::NotQuiesced { .. },
             } => "commit_refused",
             RotationError::Table { .. } => "load_failed",
             RotationError::RolledBack { .. } => "load_failed_rolled_back",
