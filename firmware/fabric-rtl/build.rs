@@ -15,7 +15,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", rtl.join(dir).display());
     }
     // Deliberately broken RTL for scripts/rtl-mutants: a comma-separated
-    // list of crc, cancel, decoupler, irq.
+    // list of crc, cancel, decoupler, irq, commit, bound.
     println!("cargo:rerun-if-env-changed=FABRIC_RTL_BREAK");
     if std::env::var_os("CARGO_FEATURE_VERILATED").is_none() {
         return;

@@ -397,7 +397,12 @@ module fabric_engine #(
                     state <= S_PROBE;
                 end
                 S_PROBE: begin
+`ifdef FABRIC_BREAK_BOUND
+                    // Broken on purpose (scripts/rtl-mutants): unbounded.
+                    if (1'b0) begin
+`else
                     if (at + 33'd1 >= words) begin
+`endif
                         // The bucket's entry word is past the table.
                         respond(32'd0, F_READ);
                     end else begin

@@ -89,8 +89,14 @@ module fabric_slot_state #(
     // A load begins, or the slot answered what nobody asked.
     wire killing = (decoupled && !dec_seen) || (stray && !torn && !decoupled);
     wire asked = commit != committed && !committing && !settling && !decoupled && !dec_seen;
+`ifdef FABRIC_BREAK_COMMIT
+    // Broken on purpose (scripts/rtl-mutants): a serving slot takes it.
+    wire acts = engine_id != 32'd0 && state != SL_LOADING && state != SL_EMPTY;
+    wire unused_break = ^{quiesce, idle};
+`else
     wire acts = engine_id != 32'd0 && state != SL_LOADING && state != SL_EMPTY &&
                 quiesce && idle;
+`endif
 
     // A commit begins this cycle (nothing above it in the order below).
     wire begins = asked && acts && !(stray && !torn) && !hung && !table_fault;

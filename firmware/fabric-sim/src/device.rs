@@ -361,7 +361,7 @@ impl Fabric {
     /// configuration port take them.
     #[cfg(feature = "rtl")]
     fn rtl_set_slot(&mut self, s: usize, loaded: Option<Loaded>, state: SlotState) {
-        let table = loaded.as_ref().map(|l| l.table.clone());
+        let engine = loaded.is_some();
         self.slots[s].loaded = loaded;
         self.with_rtl(|rtl, mem, regs| {
             if !rtl.decoupled(s) {
@@ -369,15 +369,9 @@ impl Fabric {
             }
             match state {
                 SlotState::Loading => {}
-                SlotState::Ready => rtl.end_load(mem, regs, s, table.as_deref(), true),
-                // Whatever failed left no module the shell can use.
-                SlotState::Error(_) | SlotState::Unknown(_) => {
-                    let junk = Table {
-                        words: vec![0xDEAD_BEEF],
-                    };
-                    rtl.end_load(mem, regs, s, Some(&junk), true)
-                }
-                SlotState::Empty => rtl.end_load(mem, regs, s, None, true),
+                // An engine's image, or none (a greybox): the shell reads
+                // which from SLOT_ENGINE.
+                _ => rtl.end_load(mem, regs, s, engine, true),
             }
         });
     }
@@ -531,7 +525,9 @@ impl Fabric {
             .table
             .as_ref()
             .map_or(([0u8; 32], 0), |t| (t.identity, t.crc));
-        regs.state.device_write(&self.regs, slot.state.encode());
+        // What a commit reports before SLOT_COMMITTED, which the host
+        // polls and then reads the rest: written last (the RTL changes
+        // them all in one cycle; this file is read while it is written).
         regs.engine.device_write(
             &self.regs,
             slot.loaded.as_ref().map_or(0, |l| l.engine.encode()),
@@ -539,7 +535,12 @@ impl Fabric {
         regs.loads.device_write(&self.regs, slot.loads);
         regs.active.device_write(&self.regs, slot.active);
         regs.table_crc.device_write(&self.regs, crc);
-        regs.committed.device_write(&self.regs, slot.committed);
+        for (i, chunk) in identity.chunks_exact(4).enumerate() {
+            regs.identity_word(i).device_write(
+                &self.regs,
+                u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]),
+            );
+        }
         regs.shutdown.device_write(
             &self.regs,
             match (slot.quiesce, slot.shut) {
@@ -548,12 +549,8 @@ impl Fabric {
                 (true, false) => SHUTDOWN_DRAINING,
             },
         );
-        for (i, chunk) in identity.chunks_exact(4).enumerate() {
-            regs.identity_word(i).device_write(
-                &self.regs,
-                u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]),
-            );
-        }
+        regs.state.device_write(&self.regs, slot.state.encode());
+        regs.committed.device_write(&self.regs, slot.committed);
     }
 
     fn bump_event(&mut self) {

@@ -28,7 +28,6 @@ use fabric_hw::contract::*;
 use fabric_hw::dma::DmaBuf;
 use fabric_hw::mmio::{Mmio, RegisterWindow};
 use fabric_hw::shell::Counters;
-use fabric_model::table::Table;
 use fabric_rtl::cosim::{self, Port};
 use fabric_rtl::{Cosim, Memory};
 
@@ -42,8 +41,9 @@ const SETTLE_CYCLES: u64 = 200;
 pub const LANES: u8 = 4;
 pub const CONTEXTS: usize = 8;
 
-/// The device's view of DDR as the RTL's master reaches it: the
-/// simulator's `dram`, and for a coherent buffer the CPU's view too.
+/// The device's view of DDR as the RTL's masters reach it (the shell's, and
+/// the engines' reading their tables): the simulator's `dram`, and for a
+/// coherent buffer the CPU's view too.
 pub(crate) struct DeviceMemory<'a> {
     pub dram: &'a mut [u8],
     pub cpu: &'a DmaBuf,
@@ -155,6 +155,16 @@ impl RtlDevice {
         ]
         .into_iter()
         .chain((0..slots).map(|s| SlotRegs::of(s).ctrl.offset()))
+        // A slot's table's place and size before its commit.
+        .chain((0..slots).flat_map(|s| {
+            let r = SlotRegs::of(s);
+            [
+                r.table_base_lo.offset(),
+                r.table_base_hi.offset(),
+                r.table_words.offset(),
+                r.table_commit.offset(),
+            ]
+        }))
         .chain((0..contexts).map(|c| reg_ctx_cancel(c).offset()))
         .map(|o| (o, 0))
         .collect();
@@ -183,13 +193,18 @@ impl RtlDevice {
         ];
         for s in 0..slots {
             let r = SlotRegs::of(s);
+            // SLOT_COMMITTED last, SLOT_STATE before it: the host polls
+            // the one and then reads the others, which the RTL changed in
+            // the same cycle, while this mirror writes them one by one.
             device.extend([
-                r.state.offset(),
+                r.engine.offset(),
                 r.shutdown.offset(),
                 r.active.offset(),
                 r.loads.offset(),
+                r.table_crc.offset(),
             ]);
-            device.extend((0..8).map(|i| r.hash_word(i).offset()));
+            device.extend((0..8).map(|i| r.identity_word(i).offset()));
+            device.extend([r.state.offset(), r.committed.offset()]);
         }
         let decode = config.decode().as_secs_f64();
         let steps_per_sec = (decode > 0.0).then(|| 1.0 / decode);
@@ -272,7 +287,7 @@ impl RtlDevice {
 
     /// Copies every device-written register into the file; returns whether
     /// anything is in hand (a context active, a descriptor or completion
-    /// pending, a slot settling).
+    /// pending, a slot settling or reading a table in).
     fn mirror_out(&mut self, mem: &mut DeviceMemory<'_>, regs: &Mmio) -> bool {
         for &offset in &self.device {
             let v = self.cosim.read(mem, Port::Shell, offset as u32);
@@ -297,20 +312,19 @@ impl RtlDevice {
         self.mirror_out(mem, regs);
     }
 
-    /// The load ends: the region holds `table` (or is blank), the kernel
-    /// couples it again, and the shell reads what the slot now holds.
+    /// The load ends: the region holds the engine (or nothing: a greybox),
+    /// the kernel couples it again, and the shell reads what the slot now
+    /// holds.
     pub fn end_load(
         &mut self,
         mem: &mut DeviceMemory<'_>,
         regs: &Mmio,
         slot: usize,
-        table: Option<&Table>,
+        engine: bool,
         coupled: bool,
     ) {
-        let words: &[u32] = table.map_or(&[], |t| &t.words);
-        if let Err(e) = self.cosim.write_table(slot as u8, words) {
-            log::warn!("fabric-sim --rtl: slot {slot}: {e}");
-        }
+        // In range: `slot` is one of the fabric's.
+        let _ = self.cosim.set_greybox(slot as u8, !engine);
         let _ = self.cosim.set_programming(slot as u8, false);
         if coupled {
             self.cosim.write(mem, Port::Decoupler(slot as u8), 0, 0);
