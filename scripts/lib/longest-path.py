@@ -19,9 +19,10 @@ buffers, block RAMs and DSPs with their registers. Here:
   - a DSP slice with no register in use is passed through;
   - clock pins end nothing.
 
-Usage: longest-path.py NETLIST.json [--top N] [--json]
+Usage: longest-path.py NETLIST.json [--top N] [--json | --tsv]
 Prints the longest path's levels and cells; --top N lists the N worst
-endpoints; --json prints one JSON object.
+endpoints; --json prints one JSON object; --tsv one line: the levels, what
+is on the path, and where it runs from and to (scripts/synth-rtl's).
 """
 
 import argparse
@@ -198,6 +199,7 @@ def main():
     ap.add_argument("netlist")
     ap.add_argument("--top", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--tsv", action="store_true")
     a = ap.parse_args()
     with open(a.netlist) as f:
         data = json.load(f)
@@ -207,9 +209,14 @@ def main():
         tops = [max(data["modules"].values(), key=lambda m: len(m.get("cells", {})))]
     ends = analyse(tops[0])
     if not ends:
-        print("no register-to-register path")
+        print("0\tno register-to-register path\t-" if a.tsv else "no register-to-register path")
         return
     worst = ends[0]
+    if a.tsv:
+        c = describe(worst[1])
+        on = ", ".join(f"{v} {k}" for k, v in sorted(c.items())) or "no logic"
+        print(f"{worst[0]}\t{on}\t{worst[1][0][1]} {worst[1][0][0]} -> {worst[1][-1][1]} {worst[1][-1][0]}")
+        return
     if a.json:
         print(json.dumps({
             "levels": worst[0],
