@@ -2,18 +2,29 @@
 # The Vivado flow (rtl/vivado/, run by scripts/build-bitstreams) without
 # Vivado: the flow runs under tclsh with every Vivado command stubbed
 # (tests/vivado/stubs.tcl: each call logged, each refusal Vivado documents
-# kept, any command not stubbed an error), for the KV260 and the ZedBoard,
-# and the order of the logged calls is checked against UG909's DFX flow:
-# the static synthesized before implementation with the slot a black box,
-# every RP cell HD.RECONFIGURABLE before opt_design, each module read with
+# kept, any command not stubbed an error), for the KV260 and the ZedBoard
+# and for a source catalog with two engines, and the order of the logged
+# calls is checked against UG909's DFX flow: each engine's slot synthesized
+# out of context with its ENGINE generic (version << 16 | kind, from the
+# source manifest) and the board's DAW, the static synthesized before
+# implementation with the slot a black box, every RP cell
+# HD.RECONFIGURABLE before opt_design, each engine read into each cell with
 # read_checkpoint -cell, the Pblocks read before placement, the static
-# locked before the second configuration, pr_verify over every
-# configuration before any bitstream, a partial image for every (slot,
-# model) pair and a full one per model, UserID the interface id, the
-# board's part, the addresses and interrupt of the board's device tree, and
-# a manifest whose files, hashes and parts are right. Then the checks are
-# run against broken copies of the flow (each must fail, naming what is
-# wrong), and build-bitstreams' refusals are checked.
+# locked before the second configuration, the grey box implemented,
+# pr_verify over every configuration before any bitstream, a partial image
+# for every (slot, engine) pair, a full one per engine and a blank one per
+# slot, UserID the interface id, the board's part, the addresses,
+# interrupt and engines' HP ports of the board's block design against its
+# device tree, and a version 2 manifest whose engines' files, hashes,
+# parts and slots are right and whose models (tables in DDR, not in any
+# bitstream) are the source catalog's, their tables and tokenizers copied
+# with matching sha256, identity and table_crc. The flow's own Tcl is run
+# for real on its arguments (--engine's refusals) and configurations. Then
+# the checks are run against broken copies of the flow (each must fail,
+# naming what is wrong), and build-bitstreams' refusals are checked (among
+# them a table too large for a slot's region of the DMA buffer, an unknown
+# engine or model, a source file whose sha256 is not the manifest's), each
+# before Vivado runs.
 #
 # What this does not show: that Vivado accepts the flow. Nothing here has
 # run on Vivado; see rtl/vivado/README.md.
@@ -22,7 +33,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 command -v tclsh >/dev/null || { echo "FAIL: tclsh not found (apt-get install tcl)"; exit 1; }
-command -v python3 >/dev/null || { echo "FAIL: python3 not found"; exit 1; }
+python3 -c 'import tomllib' 2>/dev/null || { echo "FAIL: python3 with tomllib (3.11 or later) not found"; exit 1; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -35,37 +46,70 @@ rp_cells=(slot0 slot1)
 # The RTL as the flow reads it: the real shell, engine and slot, and a
 # stand-in board top (the stubs read no more of it than its module name).
 mkdir -p "$tmp/rtl/top"
-for d in shell engine slot; do ln -s "$repo/rtl/$d" "$tmp/rtl/$d"; done
+for d in common shell engine slot; do ln -s "$repo/rtl/$d" "$tmp/rtl/$d"; done
 printf '// stand-in for rtl/top/fabric_top.v: the Vivado stubs parse no Verilog\nmodule fabric_top;\nendmodule\n' \
     > "$tmp/rtl/top/fabric_top.v"
 
-# A board's row of build-bitstreams' table: part, slot words, models.
+# A board's row of build-bitstreams' table: part, engines.
 board_part() { sed -n '/^BOARDS="/,/^"/p' scripts/build-bitstreams | awk -v b="$1" '$1 == b { print $2 }'; }
-board_models() {
+board_engines() {
     sed -n '/^BOARDS="/,/^"/p' scripts/build-bitstreams \
-        | awk -v b="$1" '$1 == b { for (i = 4; i <= NF; i++) printf "%s%s", $i, (i < NF ? " " : "") }'
+        | awk -v b="$1" '$1 == b { for (i = 3; i <= NF; i++) printf "%s%s", $i, (i < NF ? " " : "") }'
 }
+# The board file's HP address width: the shell's and the slots' DAW.
+board_daw() { sed -n 's/^dict set ::fabric::board dma_addr_bits \([0-9]*\)$/\1/p' "rtl/vivado/boards/$1.tcl"; }
 # The board's device tree: its overlay and what it includes.
 device_tree() {
     local dtso="device-tree/fabricd-shell-$1.dtso" inc
     cat "$dtso"
     sed -n 's|^/include/ "\(.*\)"|\1|p' "$dtso" | while read -r inc; do cat "device-tree/$inc"; done
 }
+# A source catalog's manifest, asked: `engine-id NAME` (what its slot
+# reports in SLOT_ENGINE, version << 16 | kind, decimal) or `models
+# "ENGINES"` (its models that run on them, in its order).
+source_query() { # DIR WHAT ARG
+    python3 - "$@" <<'PY'
+import pathlib, sys, tomllib
+src, what, arg = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+m = tomllib.loads((src / "manifest.toml").read_text())
+if what == "engine-id":
+    print(next((e["version"] << 16 | e["kind"] for e in m.get("engine", []) if e["name"] == arg), ""))
+else:
+    print(" ".join(x["name"] for x in m.get("model", []) if x["engine"] in arg.split()))
+PY
+}
+# A regular expression matching NAME literally.
+re_quote() { sed 's/[][\.*^$+?(){}|/]/\\&/g' <<< "$1"; }
 
-# run_flow NAME BOARD [FLOW] [ENV=VALUE...]: build-bitstreams for BOARD with
-# the fake vivado and mktable; sets $log, $out, $work, $status and $output.
+# run_flow NAME BOARD [FLOW] [ENV=VALUE...] [-- ARG...]: build-bitstreams
+# for BOARD with the fake vivado, ARGs added; sets $log, $out, $work,
+# $status and $output, and what the checks expect: $src (the source
+# catalog), $engines and $models.
 run_flow() {
     local name=$1 board=$2 flow=${3:-$repo/rtl/vivado}
-    shift 3 || shift $#
+    shift 2
+    [ $# -eq 0 ] || shift
+    local envs=() args=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+    [ $# -eq 0 ] || { shift; args=("$@"); }
+    src="$repo/bitstreams" engines=$(board_engines "$board") models=""
+    local i
+    for ((i = 0; i < ${#args[@]}; i++)); do
+        case "${args[$i]}" in
+            --from) src=${args[$((i + 1))]} ;;
+            --engines) engines=${args[$((i + 1))]} ;;
+            --models) models=${args[$((i + 1))]} ;;
+        esac
+    done
+    [ -n "$models" ] || models=$(source_query "$src" models "$engines")
     local dir="$tmp/$name/$board"
     mkdir -p "$dir"
     log="$dir/calls.log" out="$dir/out" work="$dir/work"
     : > "$log"
     set +e
-    output=$(env PATH="$repo/tests/vivado:$PATH" VIVADO_STUB_LOG="$log" \
-        FABRIC_MKTABLE="$repo/tests/vivado/mktable" "$@" \
+    output=$(env PATH="$repo/tests/vivado:$PATH" VIVADO_STUB_LOG="$log" "${envs[@]}" \
         scripts/build-bitstreams --rtl "$tmp/rtl" --flow "$flow" --out "$out" --work "$work" \
-        "$board" 2>&1)
+        "${args[@]}" "$board" 2>&1)
     status=$?
     set -e
 }
@@ -97,13 +141,31 @@ check_part() {
     [ -z "$bad" ] || problem "a call names another part than $part: $bad"
 }
 
+# Each engine's slot synthesized out of context once, with its ENGINE
+# generic and the DAW of the board (the static's: the module's ports must be
+# the partition's); no table in any synthesis (models are tables in DDR).
 check_synthesis() {
-    local models=$1 m words
-    for m in $models; do
-        words=$(wc -l < "$work/tables/$m.hex")
-        has "^synth_design -mode out_of_context -top fabric_slot .*TABLE_HEX=\"[^\"]*/$m\.hex\".* -generic TABLE_WORDS=$words( |$)" \
-            "model $m's slot synthesized out of context with its table of $words words"
+    local e id daw static_daw lines ooc
+    daw=$(board_daw "$board")
+    static_daw=$(sed -n 's/^synth_design -top fabric_top .*-generic DAW=\([0-9]*\).*/\1/p' "$log")
+    [ "$static_daw" = "$daw" ] || problem "the static is synthesized with DAW ${static_daw:-none}, the board file says $daw"
+    ooc=$(grep -c '^synth_design -mode out_of_context -top fabric_slot ' "$log" || true)
+    [ "$ooc" -eq "$(wc -w <<< "$engines")" ] \
+        || problem "$ooc out-of-context syntheses of fabric_slot for the $(wc -w <<< "$engines") engines $engines"
+    for e in $engines; do
+        id=$(source_query "$src" engine-id "$e")
+        lines=$(grep -E -- "^synth_design -mode out_of_context -top fabric_slot .*-generic ENGINE=$id( |$)" "$log" || true)
+        if [ -z "$lines" ]; then
+            problem "engine $e's slot is not synthesized out of context with ENGINE=$id (version << 16 | kind, from the source manifest)"
+        elif [ "$(wc -l <<< "$lines")" -ne 1 ]; then
+            problem "engine $e's slot is synthesized $(wc -l <<< "$lines") times with ENGINE=$id"
+        elif ! grep -qE -- "-generic DAW=$daw( |$)" <<< "$lines"; then
+            problem "engine $e's slot is synthesized without -generic DAW=$daw (the board's): its ports would not be the partition's"
+        fi
     done
+    if grep -qE 'TABLE_(HEX|WORDS)' "$log"; then
+        problem "a synthesis still has a table generic (TABLE_HEX or TABLE_WORDS): $(grep -m1 -E 'TABLE_(HEX|WORDS)' "$log")"
+    fi
     before "^synth_design -top fabric_top " "^opt_design" "the static design is synthesized before implementation"
     local reads
     reads=$(awk '/^read_verilog /{ r = $0 } /^synth_design -top fabric_top /{ print r; exit }' "$log")
@@ -115,17 +177,21 @@ check_synthesis() {
 }
 
 check_implementation() {
-    local models=$1 board_name=$2 cell i m n pblock lock
+    local board_name=$1 cell i e n pblock lock
     for cell in "${rp_cells[@]}"; do
         before "^set_property HD.RECONFIGURABLE (true|1) $cell$" "^opt_design" \
             "RP cell $cell is marked HD.RECONFIGURABLE before opt_design"
     done
-    # Model i in slot0 and model i+1 in slot1 of configuration i: every
-    # (slot, model) pair is read into its cell once.
-    for m in $models; do
+    # Engine i in slot0 and engine i+1 in slot1 of configuration i: every
+    # (slot, engine) pair is read into its cell.
+    for e in $engines; do
         for cell in "${rp_cells[@]}"; do
-            has "^read_checkpoint -cell $cell .*/rm_$m\.dcp$" "model $m read into $cell with read_checkpoint -cell"
+            has "^read_checkpoint -cell $cell .*/rm_$(re_quote "$e")\.dcp$" "engine $e read into $cell with read_checkpoint -cell"
         done
+    done
+    # The grey box: both cells buffered, no module.
+    for cell in "${rp_cells[@]}"; do
+        has "^update_design -cells? $cell -buffer_ports$" "the grey box configuration buffers $cell"
     done
     before "^read_xdc .*/pblocks_$board_name\.xdc$" "^place_design" "the Pblocks are read before place_design"
     for cell in "${rp_cells[@]}"; do
@@ -163,33 +229,56 @@ check_verify() {
     if [ -z "$pv" ]; then problem "pr_verify is never called"; return; fi
     [ "$(all "^pr_verify " | wc -l)" -eq 1 ] || problem "pr_verify is called more than once"
     configs=$(sed -n 's/^write_checkpoint -force \(.*_routed\.dcp\)$/\1/p' "$log" | grep -v '/static_routed\.dcp$' || true)
-    [ "$(wc -w <<< "$configs")" -ge 2 ] || problem "fewer than two configurations are written: $configs"
+    [ "$(wc -w <<< "$configs")" -eq $(($(wc -w <<< "$engines") + 1)) ] \
+        || problem "$(wc -w <<< "$configs") configurations are written, not one per engine and the grey box: $configs"
     for c in $configs; do
         sed -n "${pv}p" "$log" | grep -qF -- "$c" || problem "pr_verify does not compare configuration $(basename "$c")"
     done
     before "^pr_verify " "^write_bitstream " "pr_verify runs before any bitstream is written"
 }
 
+# holds FILE CELL ENGINE: the stub image FILE has ENGINE's module in CELL.
+holds() {
+    local id
+    id=$(source_query "$src" engine-id "$3")
+    grep -qE "^cell $2 module rm_$(re_quote "$3")\.dcp ENGINE=$id( |$)" "$1"
+}
+
 check_images() {
-    local models=$1 m cell f
-    for m in $models; do
+    local e cell f next list
+    read -r -a list <<< "$engines"
+    for e in $engines; do
         for cell in "${rp_cells[@]}"; do
-            f="$out/$m-$cell.bit"
-            has "^write_bitstream (-force )?-cell $cell [^ ]*/$m-$cell\.bit$" "a partial image of $m for $cell"
+            f="$out/$e-$cell.bit"
+            has "^write_bitstream (-force )?-cell $cell [^ ]*/$(re_quote "$e-$cell")\.bit$" "a partial image of $e for $cell"
             if [ ! -f "$f" ]; then problem "no partial image $f in the catalog"; continue; fi
             grep -q "PARTIAL=TRUE" "$f" || problem "$(basename "$f")'s header lacks PARTIAL=TRUE"
-            grep -qE "^cell $cell module \"[^\"]*/$m\.hex\"$" "$f" \
-                || problem "$(basename "$f") was not written with $m in $cell"
+            holds "$f" "$cell" "$e" || problem "$(basename "$f") was not written with engine $e (its ENGINE) in $cell: $(grep '^cell ' "$f")"
         done
-        f="$out/$m-full.bit"
-        has "^write_bitstream (-force )?-no_partial_bitfile [^ ]*/$m-full\.bit$" "a full image of $m"
+        f="$out/$e-full.bit"
+        has "^write_bitstream (-force )?-no_partial_bitfile [^ ]*/$(re_quote "$e")-full\.bit$" "a full image of $e"
         if [ ! -f "$f" ]; then problem "no full image $f in the catalog"; continue; fi
         if grep -q "PARTIAL=TRUE" "$f"; then problem "$(basename "$f") says PARTIAL=TRUE"; fi
-        grep -qE "^cell ${rp_cells[0]} module \"[^\"]*/$m\.hex\"$" "$f" \
-            || problem "$(basename "$f") does not hold $m in ${rp_cells[0]} (the manifest's slots = [0])"
+        holds "$f" "${rp_cells[0]}" "$e" \
+            || problem "$(basename "$f") does not hold engine $e in ${rp_cells[0]}: $(grep '^cell ' "$f")"
+        # The rotation: engine i's configuration has engine i+1 (wrapping)
+        # in slot1, so that slot1 meets another engine's slot0 in pr_verify.
+        for ((next = 0; next < ${#list[@]}; next++)); do [ "${list[$next]}" = "$e" ] && break; done
+        next=${list[$(((next + 1) % ${#list[@]}))]}
+        holds "$f" "${rp_cells[1]}" "$next" \
+            || problem "engine $e's full image holds $(grep "^cell ${rp_cells[1]} " "$f" | cut -d' ' -f3-) in ${rp_cells[1]}, not engine $next (configuration i holds engine i+1 there)"
+    done
+    # The grey box's partial images: blank slots, kept out of the catalog.
+    for cell in "${rp_cells[@]}"; do
+        f="$work/bit/blank-$cell.bit"
+        has "^write_bitstream (-force )?-cell $cell [^ ]*/blank-$cell\.bit$" "the grey box's partial image for $cell"
+        if [ ! -f "$f" ]; then problem "no grey-box image $f"; continue; fi
+        grep -q "PARTIAL=TRUE" "$f" || problem "$(basename "$f")'s header lacks PARTIAL=TRUE"
+        grep -qx "cell $cell buffered" "$f" || problem "$(basename "$f") is not the grey box's: $(grep '^cell ' "$f")"
+        [ ! -e "$out/blank-$cell.bit" ] || problem "blank-$cell.bit is in the catalog, which lists engines only"
     done
     has "^set_property BITSTREAM.CONFIG.USERID $iface " "UserID set to the interface id $iface"
-    for f in "$out"/*.bit; do
+    for f in "$out"/*.bit "$work"/bit/*.bit; do
         [ -f "$f" ] || continue
         grep -q ";UserID=$iface_upper;" "$f" || problem "$(basename "$f")'s UserID is not $iface_upper: $(grep '^a ' "$f")"
     done
@@ -202,7 +291,7 @@ check_images() {
 }
 
 # The PS side against the board's device tree: the register windows'
-# addresses and the interrupt.
+# addresses and the interrupt; and each slot's engine's own HP port.
 check_block_design() {
     local dt addr i port irq pin
     dt=$(device_tree "$board")
@@ -214,6 +303,11 @@ check_block_design() {
         port=M_AXI_DCP$i
         has "^assign_bd_address -offset 0x0*${addr^^} -range 4K .* /$port/Reg$" \
             "slot $i's decoupler at 0x$addr (the device tree's pr-decoupler@$addr)"
+        # Slot i's engine reads its table through HP(i+1), HP0 being the shell's.
+        has "^create_bd_intf_port -mode Slave .* S_AXI_E$i$" "slot $i's engine's port S_AXI_E$i"
+        has "^connect_bd_intf_net /[^ ]*/M00_AXI /ps/S_AXI_HP$((i + 1))(_FPD)?$" \
+            "slot $i's engine's port reaches the PS's S_AXI_HP$((i + 1))"
+        has "^assign_bd_address -target_address_space /S_AXI_E$i " "slot $i's engine's port has DDR in its address space"
     done
     irq=$(sed -n 's/.*interrupts = <0 \([0-9]*\) 4>;.*/\1/p' <<< "$dt" | head -n1)
     case "$irq" in
@@ -228,56 +322,94 @@ check_block_design() {
         "the PS's fabric clock at the shell's CLK_MHZ ($mhz)"
 }
 
+# The manifest against the images, the source catalog and the daemon's
+# reading of it (Manifest::parse in firmware/fabricd/src/catalog/mod.rs).
 check_manifest() {
-    local part=$1 models=$2 report
-    report=$(python3 - "$out" "$part" "$models" "$iface" "$repo/bitstreams" <<'PY'
-import hashlib, pathlib, sys, tomllib
-out, part, models, iface, src = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3].split(), int(sys.argv[4], 16), pathlib.Path(sys.argv[5])
+    local part=$1 report
+    report=$(python3 - "$out" "$part" "$engines" "$models" "$src" <<'PY'
+import hashlib, pathlib, re, sys, tomllib
+out, part, src = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[5])
+engines, models = sys.argv[3].split(), sys.argv[4].split()
 sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()
+name_ok = lambda n: re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", n) and ".." not in n and len(n) <= 64
+plain = lambda f: f not in ("", ".", "..") and not any(c in f for c in "/\\\0")
+source = tomllib.loads((src / "manifest.toml").read_text())
+s_engines = {e["name"]: e for e in source.get("engine", [])}
+s_models = {m["name"]: m for m in source.get("model", [])}
+text = (out / "manifest.toml").read_text()
+if "scripts/build-bitstreams" not in text.splitlines()[0]:
+    print("its first line does not name scripts/build-bitstreams (the script would not replace it)")
 try:
-    m = tomllib.loads((out / "manifest.toml").read_text())
+    m = tomllib.loads(text)
 except Exception as e:
     print(f"manifest.toml does not parse: {e}"); sys.exit()
-if m.get("version") != 1: print(f"manifest version {m.get('version')}")
-if m.get("shell", {}).get("interface_id") != iface: print(f"[shell] interface_id is {m.get('shell')}")
-names = [e["name"] for e in m.get("model", [])]
-if names != models: print(f"the manifest lists models {names}, the board {models}")
-listed = set()
-for e in m.get("model", []):
+if m.get("version") != 2: print(f"manifest version {m.get('version')}, not 2")
+if m.get("shell") != source["shell"]: print(f"[shell] is {m.get('shell')}, the source's {source['shell']}")
+names = [e["name"] for e in m.get("engine", [])]
+if names != engines: print(f"the manifest lists engines {names}, the build {engines}")
+listed = {"manifest.toml"}
+for e in m.get("engine", []):
     n = e["name"]
-    if sha(out / e["tokenizer"]) != e["tokenizer_sha256"]: print(f"{n}: tokenizer_sha256 is not {e['tokenizer']}'s")
-    if e.get("identity") != sha(src / f"{n}.bit"): print(f"{n}: identity is not what mktable printed")
-    want = {("partial", (0,)), ("partial", (1,)), ("full", (0,))}
-    got = {(i["kind"], tuple(i["slots"])) for i in e["image"]}
-    if got != want: print(f"{n}: images {sorted(got)}, expected {sorted(want)}")
-    for i in e["image"]:
+    if not name_ok(n): print(f"engine name {n!r} is not one the daemon takes")
+    s = s_engines.get(n, {})
+    for key in ("kind", "version", "description"):
+        if e.get(key) != s.get(key): print(f"engine {n}: {key} {e.get(key)!r}, the source manifest's {s.get(key)!r}")
+    engine_id = s.get("version", 0) << 16 | s.get("kind", 0)
+    # Partial images by slot, then the full one; the full one holds the
+    # engine in slot 0, and in slot 1 too when it is the only engine.
+    full = [0, 1] if len(engines) == 1 else [0]
+    want = [("partial", [0], f"{n}-slot0.bit"), ("partial", [1], f"{n}-slot1.bit"), ("full", full, f"{n}-full.bit")]
+    got = [(i.get("kind"), i.get("slots"), i.get("file")) for i in e.get("image", [])]
+    if got != want: print(f"engine {n}: images {got}, expected {want}")
+    for i in e.get("image", []):
         f = out / i["file"]
         listed.add(i["file"])
+        if not plain(i["file"]): print(f"{n}: {i['file']} is not a plain file name")
         if not f.is_file(): print(f"{n}: {i['file']} is listed but missing"); continue
         if sha(f) != i["sha256"]: print(f"{n}: {i['file']}: sha256 {i['sha256']} is not the file's {sha(f)}")
         if i["part"] != part: print(f"{n}: {i['file']}: part {i['part']}, the board's is {part}")
-        kind = "partial" if "PARTIAL=TRUE" in f.read_text() else "full"
+        body = f.read_text()
+        kind = "partial" if "PARTIAL=TRUE" in body else "full"
         if kind != i["kind"]: print(f"{n}: {i['file']} is listed {i['kind']} but its header says {kind}")
-for f in out.glob("*.bit"):
-    if f.name not in listed: print(f"{f.name} is in the catalog but not in the manifest")
+        for slot in i["slots"]:
+            if not re.search(rf"^cell slot{slot} module rm_{re.escape(n)}\.dcp ENGINE={engine_id}( |$)", body, re.M):
+                print(f"{n}: {i['file']} is listed for slot {slot} but does not hold the engine there")
+names = [x["name"] for x in m.get("model", [])]
+if names != models: print(f"the manifest lists models {names}, the build {models}")
+for x in m.get("model", []):
+    n = x["name"]
+    s = s_models.get(n, {})
+    if not name_ok(n): print(f"model name {n!r} is not one the daemon takes")
+    for key in ("engine", "description", "table", "table_sha256", "table_crc", "identity",
+                "tokenizer", "tokenizer_sha256"):
+        if x.get(key) != s.get(key): print(f"model {n}: {key} {x.get(key)!r}, the source manifest's {s.get(key)!r}")
+    if x.get("engine") not in engines: print(f"model {n} runs on {x.get('engine')}, which the catalog does not have")
+    for key in ("table", "tokenizer"):
+        f = x.get(key, "")
+        listed.add(f)
+        if not plain(f) or not (out / f).is_file(): print(f"model {n}: its {key} {f!r} is not in the catalog"); continue
+        if sha(out / f) != x.get(f"{key}_sha256"): print(f"model {n}: {f}'s sha256 is not {key}_sha256")
+        if sha(out / f) != sha(src / f): print(f"model {n}: {f} is not the source catalog's")
+for f in out.iterdir():
+    if f.is_file() and f.name not in listed: print(f"{f.name} is in the catalog but not in the manifest")
 PY
 )
     while IFS= read -r line; do [ -z "$line" ] || problem "manifest: $line"; done <<< "$report"
 }
 
-# check_all BOARD: every check against the last run ($log, $out, $work).
+# check_all BOARD: every check against the last run ($log, $out, $work,
+# $src, $engines, $models).
 check_all() {
-    local part models
     board=$1
+    local part
     part=$(board_part "$board")
-    models=$(board_models "$board")
     check_part "$part"
-    check_synthesis "$models"
-    check_implementation "$models" "$board"
+    check_synthesis
+    check_implementation "$board"
     check_verify
-    check_images "$models"
+    check_images
     check_block_design
-    check_manifest "$part" "$models"
+    check_manifest "$part"
 }
 
 report() { # WHAT: ok if no problems, else one FAIL line each
@@ -290,31 +422,71 @@ report() { # WHAT: ok if no problems, else one FAIL line each
     problems=()
 }
 
-# ---- the flow, for each board ------------------------------------------------
-for board in kv260 zed; do
-    run_flow good "$board"
+# run_and_check WHAT BOARD [-- ARG...]: a good run, every check reported.
+run_and_check() {
+    local what=$1 check
+    board=$2
+    shift 2
+    run_flow "good-$what" "$board" "" "$@"
     if [ "$status" -ne 0 ]; then
-        echo "FAIL: $board: build-bitstreams failed ($status):"; echo "$output"; failures=$((failures + 1)); continue
+        echo "FAIL: $what: build-bitstreams failed ($status):"; echo "$output"; failures=$((failures + 1)); return
     fi
     for check in part synthesis implementation verify images block_design manifest; do
-        part=$(board_part "$board")
-        models=$(board_models "$board")
         case $check in
-            part) check_part "$part" ;;
-            synthesis) check_synthesis "$models" ;;
-            implementation) check_implementation "$models" "$board" ;;
-            manifest) check_manifest "$part" "$models" ;;
-            images) check_images "$models" ;;
+            part|manifest) "check_$check" "$(board_part "$board")" ;;
+            implementation) check_implementation "$board" ;;
             *) "check_$check" ;;
         esac
-        report "$board: $check ($(wc -l < "$log") calls)"
+        report "$what: $check ($(wc -l < "$log") calls; engines $engines; models $models)"
     done
+}
+
+# ---- the flow, for each board -------------------------------------------------
+for b in kv260 zed; do
+    run_and_check "$b" "$b"
 done
+
+# Two engines: the rotation (engine i in slot0 and i+1 in slot1 of
+# configuration i), each full image for slot 0 only. The second engine is
+# the first's RTL under another ENGINE value: a fixture, not an engine.
+cp -r bitstreams "$tmp/two"
+rm -rf "$tmp/two/kv260" "$tmp/two/zed"
+cat >> "$tmp/two/manifest.toml" <<EOF
+
+[[engine]]
+name = "trigram-x"
+description = "a second engine for tests/vivado-flow.sh"
+kind = 1
+version = 3
+
+[[engine.image]]
+file = "trigram-v2.bit"
+sha256 = "$(sha256sum bitstreams/trigram-v2.bit | cut -d' ' -f1)"
+part = "xck26-sfvc784-2LV-c"
+slots = [0, 1]
+kind = "partial"
+
+[[model]]
+name = "kjv-x"
+description = "kjv on the second engine"
+engine = "trigram-x"
+table = "kjv.ftb"
+table_sha256 = "$(sha256sum bitstreams/kjv.ftb | cut -d' ' -f1)"
+table_crc = 0x01234567
+identity = "$(printf '%064d' 7)"
+tokenizer = "kjv.tok"
+tokenizer_sha256 = "$(sha256sum bitstreams/kjv.tok | cut -d' ' -f1)"
+EOF
+run_and_check two-engines kv260 -- --from "$tmp/two" --engines "trigram-v2 trigram-x"
+# --models: a choice of the source's models, in the order given.
+run_and_check models zed -- --from "$tmp/two" --engines "trigram-x trigram-v2" --models "kjv-x fortunes"
 
 # The slot's black-box definition (generated from rtl/slot/fabric_slot.v)
 # against the module itself, both read by Yosys: the same parameters and
-# the same ports, directions and widths.
-stub_v="$tmp/good/kv260/work/gen/fabric_slot_black_box.v"
+# the same ports, directions and widths. And the engine the boards are
+# built with is the one the RTL implements: every engine is synthesized
+# from the same rtl/slot and rtl/engine, ENGINE only says which it is.
+stub_v="$tmp/good-kv260/kv260/work/gen/fabric_slot_black_box.v"
 if ! command -v yosys >/dev/null; then
     echo "SKIP: no yosys: the slot's black box is not compared with the module"
 elif [ ! -f "$stub_v" ]; then
@@ -336,13 +508,60 @@ PY
     else
         echo "FAIL: the slot's black box: $said"; failures=$((failures + 1))
     fi
+    rtl_engine=$(python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["modules"]["fabric_slot"]["parameter_default_values"]["ENGINE"], 2))' "$tmp/slot.json")
+    for b in kv260 zed; do
+        for e in $(board_engines "$b"); do
+            id=$(source_query bitstreams engine-id "$e")
+            if [ "$id" = "$rtl_engine" ]; then
+                echo "ok: $b's engine $e (ENGINE=$id) is the one rtl/slot implements"; passed=$((passed + 1))
+            else
+                echo "FAIL: $b's engine $e is ENGINE=${id:-unknown}, rtl/slot/fabric_slot.v's default is $rtl_engine: the bitstream would claim an engine it is not"
+                failures=$((failures + 1))
+            fi
+        done
+    done
 fi
 
+# ---- the flow's arguments and configurations (lib/flow_lib.tcl, for real) ------
+cat > "$tmp/flow-args.tcl" <<'TCL'
+source [file join [lindex $argv 0] rtl vivado lib flow_lib.tcl]
+set base {--board kv260 --work w --out o --interface-id 0x5EED0001}
+if {[catch {fabric::parse_args [concat $base [lrange $argv 1 end]]} a]} { puts "refused: $a"; exit }
+foreach e [dict get $a engines] { lassign $e n k v; puts "engine $n ENGINE=[fabric::engine_generic $k $v]" }
+foreach c [fabric::configurations [dict get $a engines]] { puts "config [dict get $c name] [dict get $c slots]" }
+TCL
+flow_args() { # EXPECT ARG...: fabric::parse_args on the ARGs says EXPECT
+    local want=$1 said
+    shift
+    said=$(tclsh "$tmp/flow-args.tcl" "$repo" "$@" 2>&1)
+    if grep -qF -- "$want" <<< "$said"; then
+        echo "ok: flow $*: $(grep -m1 -F -- "$want" <<< "$said")"; passed=$((passed + 1))
+    else
+        echo "FAIL: flow $*: expected '$want', got: $said"; failures=$((failures + 1))
+    fi
+}
+flow_args "engine trigram-v2 ENGINE=131073" --engine trigram-v2 1 2
+flow_args "config config1_a_b slot0 a slot1 b" --engine a 1 2 --engine b 1 3
+flow_args "config config2_b_a slot0 b slot1 a" --engine a 1 2 --engine b 1 3
+flow_args "config grey_box slot0 {} slot1 {}" --engine a 1 2
+flow_args "refused: flow: engine a given twice" --engine a 1 2 --engine a 1 3
+flow_args "refused: flow: engines a and b are both kind 1 version 2" --engine a 1 2 --engine b 1 2
+flow_args "refused: flow: engine a: KIND '0' is not a decimal number from 1 to 65535" --engine a 0 2
+flow_args "refused: flow: engine a: VERSION '65536' is not" --engine a 1 65536
+flow_args "refused: flow: engine a: VERSION '0x2' is not" --engine a 1 0x2
+flow_args "refused: flow: engine a: KIND '01' is not" --engine a 01 2
+flow_args "refused: flow: engine name '../a' is not a plain name" --engine ../a 1 2
+flow_args "refused: flow: --engine needs NAME KIND VERSION" --engine a 1
+flow_args "refused: flow: no --engine given"
+flow_args "refused: flow: unknown argument '--model'" --model kjv kjv.hex 432811
+
 # ---- broken flows: each must fail, and say why --------------------------------
-# mutant NAME FILE SED EXPECT: a copy of rtl/vivado with SED applied to FILE;
-# the run or the checks must fail with a message matching EXPECT.
+# mutant NAME FILE SED EXPECT [ARG...]: a copy of rtl/vivado with SED
+# applied to FILE, run for the KV260 with build-bitstreams ARGs; the run or
+# the checks must fail with a message matching EXPECT.
 mutant() {
     local name=$1 file=$2 script=$3 expect=$4 flow="$tmp/mutants/$1"
+    shift 4
     mkdir -p "$tmp/mutants"
     cp -r rtl/vivado "$flow"
     sed -i -e "$script" "$flow/$file"
@@ -350,7 +569,7 @@ mutant() {
         echo "FAIL: mutant $name no longer applies to rtl/vivado/$file: update tests/vivado-flow.sh"
         failures=$((failures + 1)); return
     fi
-    run_flow "mutant-$name" kv260 "$flow"
+    run_flow "mutant-$name" kv260 "$flow" -- "$@"
     local said
     if [ "$status" -ne 0 ]; then
         # The error, not the progress lines (which name the mutant's paths).
@@ -381,15 +600,34 @@ mutant pblocks-after-place flow.tcl '/read_xdc \[file join \$dir xdc pblocks_/d;
     'has no Pblock|Pblocks are read before'
 mutant unstubbed-command flow.tcl 's/^\( *\)report_route_status \(.*\)$/&\n\1report_power \2/' \
     "'report_power' is not stubbed"
+# shellcheck disable=SC2016
+mutant no-engine-generic flow.tcl 's/ -generic ENGINE=\$id//' 'not synthesized out of context with ENGINE='
+# shellcheck disable=SC2016
+mutant engine-generic-hex flow.tcl 's/-generic ENGINE=\$id/-generic ENGINE=[format 0x%08X $id]/' \
+    'ENGINE=0x00020001 is not a decimal integer'
+# shellcheck disable=SC2016
+mutant engine-kind-version-swapped lib/flow_lib.tcl 's/(\$version << 16) | \$kind/($kind << 16) | $version/' \
+    'not synthesized out of context with ENGINE=131073'
+# shellcheck disable=SC2016
+mutant engine-without-daw flow.tcl 's/\(-generic ENGINE=\$id\) -generic DAW=\[dict get \$board dma_addr_bits\]$/\1/' \
+    'ports are not the partition'
+mutant no-grey-box lib/flow_lib.tcl '/lappend configs \[dict create name grey_box/d' \
+    'two configurations or more|grey box'
+# shellcheck disable=SC2016
+mutant no-rotation lib/flow_lib.tcl 's/(\$i + \$k) % \$n/$i % $n/' \
+    'full image holds .* in slot1, not' --from "$tmp/two" --engines "trigram-v2 trigram-x"
+# shellcheck disable=SC2016
+mutant full-in-both-slots flow.tcl 's/\[list full \$engine \[join \$holding ,\] \$file\]/[list full $engine 0,1 $file]/' \
+    'is listed for slot 1 but does not hold the engine' --from "$tmp/two" --engines "trigram-v2 trigram-x"
 
 # ---- build-bitstreams' refusals -------------------------------------------------
 shown() { # CMD...: without env and its assignments, the paths short
-    local w out=()
+    local w words=()
     for w in "$@"; do
         [[ "$w" == env || "$w" =~ ^[A-Z_]+= ]] && continue
-        out+=("${w#"$tmp"/}")
+        words+=("${w#"$tmp"/}")
     done
-    echo "${out[*]}"
+    echo "${words[*]}"
 }
 expect() { # STATUS MESSAGE CMD...: CMD exits STATUS and says MESSAGE
     local want=$1 message=$2 got said
@@ -406,6 +644,19 @@ expect() { # STATUS MESSAGE CMD...: CMD exits STATUS and says MESSAGE
         echo "ok: $(shown "$@") -> $got, $(grep -m1 -- "$message" <<< "$said")"; passed=$((passed + 1))
     fi
 }
+# refused STATUS MESSAGE ARG...: build-bitstreams with the fake vivado
+# exits STATUS saying MESSAGE, and Vivado never ran.
+refused() {
+    local want=$1 message=$2
+    shift 2
+    : > "$tmp/refused.log"
+    rm -rf "$tmp/refused-out" "$tmp/refused-work"
+    expect "$want" "$message" env PATH="$repo/tests/vivado:$PATH" VIVADO_STUB_LOG="$tmp/refused.log" \
+        scripts/build-bitstreams --rtl "$tmp/rtl" --out "$tmp/refused-out" --work "$tmp/refused-work" "$@"
+    if [ -s "$tmp/refused.log" ]; then
+        echo "FAIL: Vivado ran for build-bitstreams $(shown "$@")"; failures=$((failures + 1))
+    fi
+}
 expect 0 "Usage" scripts/build-bitstreams --help
 expect 2 "unknown option" scripts/build-bitstreams --no-such-option
 expect 2 "no board 'vc707'" env PATH="$repo/tests/vivado:$PATH" scripts/build-bitstreams vc707
@@ -414,15 +665,44 @@ if ! command -v vivado >/dev/null; then
     expect 1 "vivado not found" scripts/build-bitstreams kv260
 fi
 mkdir -p "$tmp/foreign" && touch "$tmp/foreign/notes.txt"
-expect 2 "did not write" env PATH="$repo/tests/vivado:$PATH" FABRIC_MKTABLE="$repo/tests/vivado/mktable" \
+expect 2 "did not write" env PATH="$repo/tests/vivado:$PATH" \
     VIVADO_STUB_LOG="$tmp/refused.log" scripts/build-bitstreams --out "$tmp/foreign" --work "$tmp/w1" kv260
-: > "$tmp/refused.log"
-expect 1 "its table is 100000 words, a zed slot holds" env PATH="$repo/tests/vivado:$PATH" \
-    FABRIC_MKTABLE="$repo/tests/vivado/mktable" FAKE_MKTABLE_WORDS=100000 VIVADO_STUB_LOG="$tmp/refused.log" \
-    scripts/build-bitstreams --rtl "$tmp/rtl" --out "$tmp/fit" --work "$tmp/w2" zed
-if [ -s "$tmp/refused.log" ]; then
-    echo "FAIL: Vivado ran for a table larger than a slot"; failures=$((failures + 1))
+refused 1 "engine 'no-such-engine' is not in .*(engines: trigram-v2)" --engines no-such-engine kv260
+refused 1 "model 'nope' is not in .*(models: kjv, fortunes)" --models nope zed
+refused 1 "model kjv-x runs on engine trigram-x, which this build does not make" --from "$tmp/two" --models "kjv-x" kv260
+# A table larger than a slot's region: (16 MiB, udmabuf-fabric's size in
+# either board's device tree, less 1 MiB) / 2 = 7864320 bytes.
+cp -r bitstreams "$tmp/big"
+rm -rf "$tmp/big/kv260" "$tmp/big/zed"
+truncate -s 8M "$tmp/big/big.ftb"
+cat >> "$tmp/big/manifest.toml" <<EOF
+
+[[model]]
+name = "big"
+engine = "trigram-v2"
+table = "big.ftb"
+table_sha256 = "$(sha256sum "$tmp/big/big.ftb" | cut -d' ' -f1)"
+table_crc = 0x00000000
+identity = "$(printf '%064d' 0)"
+tokenizer = "fortunes.tok"
+tokenizer_sha256 = "$(sha256sum bitstreams/fortunes.tok | cut -d' ' -f1)"
+EOF
+for b in kv260 zed; do
+    refused 1 "model big: its table big.ftb is 8388608 bytes, .* 7864320 bytes" --from "$tmp/big" "$b"
+done
+run_flow skip-fit zed "" -- --from "$tmp/big" --models big --skip-fit-check
+if [ "$status" -eq 0 ] && [ -f "$out/big.ftb" ]; then
+    echo "ok: --skip-fit-check runs Vivado for a table larger than a slot's region"; passed=$((passed + 1))
+else
+    echo "FAIL: --skip-fit-check did not build the catalog ($status): $output"; failures=$((failures + 1))
 fi
+# The source catalog as the daemon would refuse it, or its files not as it says.
+cp -r bitstreams "$tmp/tampered"
+printf 'x' >> "$tmp/tampered/kjv.tok"
+refused 1 "model kjv: .*/kjv.tok has sha256 [0-9a-f]*, .* says" --from "$tmp/tampered" kv260
+cp -r bitstreams "$tmp/v1"
+sed -i 's/^version = 2$/version = 1/' "$tmp/v1/manifest.toml"
+refused 1 "manifest.toml: version 1, not 2" --from "$tmp/v1" zed
 run_flow timing kv260 "" VIVADO_STUB_SLACK=-0.250
 if [ "$status" -ne 0 ] && grep -q "misses setup timing" <<< "$output"; then
     echo "ok: a configuration that misses timing stops the flow"; passed=$((passed + 1))

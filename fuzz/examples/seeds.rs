@@ -88,7 +88,11 @@ fn tables(s: &Seeds) -> Result<()> {
         z ^ (z >> 31)
     };
     let docs: Vec<Vec<u32>> = (0..60)
-        .map(|_| (0..(next() % 12 + 1)).map(|_| 300 + (next() % 24) as u32).collect())
+        .map(|_| {
+            (0..(next() % 12 + 1))
+                .map(|_| 300 + (next() % 24) as u32)
+                .collect()
+        })
         .collect();
     let pruning = Pruning {
         trigram_min_count: 1,
@@ -96,7 +100,11 @@ fn tables(s: &Seeds) -> Result<()> {
     };
     for (name, docs) in [("small", docs), ("one-token", vec![vec![300]])] {
         let model = Model::train(name, 400, &docs, pruning);
-        s.write("table", &format!("{name}.ftb"), &Table::build(&model)?.to_bytes())?;
+        s.write(
+            "table",
+            &format!("{name}.ftb"),
+            &Table::build(&model)?.to_bytes(),
+        )?;
     }
     Ok(())
 }

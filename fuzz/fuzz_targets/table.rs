@@ -24,7 +24,11 @@ fuzz_target!(|bytes: &[u8]| {
     let tail: Vec<u32> = table.words.iter().rev().take(8).copied().collect();
     for (i, pair) in tail.chunks(2).enumerate() {
         let (a, b) = (pair[0], *pair.get(1).unwrap_or(&0));
-        let sampling = [Sampling::Greedy, Sampling::from_f32(0.8), Sampling::from_f32(9.0)][i % 3];
+        let sampling = [
+            Sampling::Greedy,
+            Sampling::from_f32(0.8),
+            Sampling::from_f32(9.0),
+        ][i % 3];
         let draw = u64::from(a) << 32 | u64::from(b);
         for (a, b) in [(a, b), (a & 0xFFFF, b & 0xFFFF), (0, b & 0xFFFF)] {
             match table.step(a, b, draw, sampling) {

@@ -39,6 +39,7 @@ struct rd_port {
         uint64_t due;
     };
     std::deque<burst> q;
+    uint64_t beats;     // beats taken since power-on: the engine's traffic
     bool offered;       // RVALID was high and not taken
     bool arready;
     bool rvalid;
@@ -151,6 +152,7 @@ static void advance_ports(fcs* f, const port_sample& p) {
         rd_port& port = f->ports[s];
         port.offered = port.rvalid && !p.r[s];
         if (p.r[s]) {
+            port.beats++;
             port.q.front().addr += 4;
             if (--port.q.front().left == 0) port.q.pop_front();
         }
@@ -281,6 +283,9 @@ void fcs_set_ports(fcs* f, unsigned latency, unsigned depth, unsigned stall_perm
     f->stall_permille = stall_permille > 999 ? 999 : stall_permille;
     f->rng = seed == 0 ? 0x9E3779B97F4A7C15ULL : seed;
 }
+
+// Beats slot `slot`'s engine has taken from its port (4 bytes each).
+uint64_t fcs_port_beats(const fcs* f, unsigned slot) { return slot < SLOTS ? f->ports[slot].beats : 0; }
 
 // A full reconfiguration's end: every register back to its reset value.
 void fcs_reset(fcs* f) {

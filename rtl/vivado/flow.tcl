@@ -2,20 +2,23 @@
 #
 # The fabric's Dynamic Function eXchange (DFX) flow for one board, in
 # Vivado's non-project mode: a static shell and two reconfigurable
-# partitions (cells slot0 and slot1 of fabric_top), each model one
-# reconfigurable module (fabric_slot with the model's table). Run by
+# partitions (cells slot0 and slot1 of fabric_top), each engine one
+# reconfigurable module (fabric_slot with its ENGINE generic; contract
+# 2.0). No model is in a bitstream: a model is a table (.ftb) that fabricd
+# writes into a slot's region of the DMA buffer and commits, and the slot's
+# engine reads it from DDR through its own HP port. Run by
 # scripts/build-bitstreams:
 #
 #   vivado -mode batch -source rtl/vivado/flow.tcl -tclargs \
 #       --board kv260 --work DIR --out DIR --interface-id 0x5EED0001 \
-#       --model kjv kjv.hex 432811 --model fortunes fortunes.hex 441663
+#       --engine trigram-v2 1 2
 #
 # The order is UG909's ("Vivado Design Suite User Guide: Dynamic Function
 # eXchange", chapter "Vivado Software Flow": Synthesis, Implementation,
 # Verifying Configurations, Generating Bitstreams) and that of UG947's
 # Tcl scripts (the DFX tutorial):
-#   1. each model's slot synthesized out of context (synth_design -mode
-#      out_of_context), a checkpoint each;
+#   1. each engine's slot synthesized out of context (synth_design -mode
+#      out_of_context, ENGINE its SLOT_ENGINE value), a checkpoint each;
 #   2. the static design synthesized with the slot as a black box (the PS's
 #      block design, the board top, the shell and its decouplers);
 #   3. the first configuration: the static checkpoint opened, each RP cell
@@ -29,7 +32,7 @@
 #   5. pr_verify across all configurations, before any bitstream;
 #   6. for each configuration: a partial image per slot (write_bitstream
 #      -cell, UG909 "Generating Partial Bitstreams Only"), the full image
-#      of the model in slot 0 (-no_partial_bitfile), with BITSTREAM.CONFIG.
+#      of the engine in slot 0 (-no_partial_bitfile), with BITSTREAM.CONFIG.
 #      USERID the shell's interface id (docs/fabric-contract.md section 7:
 #      fabricd refuses a partial image whose UserID is not INTERFACE_ID);
 #      then the shell's .bin for the FPGA manager (write_cfgmem -format BIN
@@ -53,14 +56,6 @@ namespace eval fabric {
 
 proc fabric::say {text} { puts "fabric flow: $text" }
 
-proc fabric::model_table {name} {
-    variable opt
-    foreach m [dict get $opt models] {
-        if {[lindex $m 0] eq $name} { return [lrange $m 1 2] }
-    }
-    error "flow: no model $name"
-}
-
 proc fabric::rm_checkpoint {name} {
     variable work
     return [file join [dict get $work synth] rm_$name.dcp]
@@ -83,26 +78,28 @@ proc fabric::read_sources {files} {
     if {[llength $sv]} { read_verilog -sv $sv }
 }
 
-# 1. Each model's slot, out of context. The table is the module's memory's
-# initial contents ($readmemh of TABLE_HEX), so each model is its own
-# module. A Verilog string generic is passed quoted; integers in decimal
-# (a 0x literal binds as a string).
-proc fabric::step_synth_modules {} {
+# 1. Each engine's slot, out of context. ENGINE is the constant the slot
+# reports in SLOT_ENGINE, so each engine is its own module; DAW is the
+# board's, as fabric_top passes it to both cells, so that the module's
+# ports are the partition's. Integers in decimal (a 0x literal binds as a
+# string).
+proc fabric::step_synth_engines {} {
     variable opt
     variable board
     variable src
     variable dir
     variable rm_module
     set part [dict get $board part]
-    foreach m [dict get $opt models] {
-        lassign $m name hex words
-        say "synthesizing $rm_module out of context with $name's table ($words words)"
+    foreach e [dict get $opt engines] {
+        lassign $e name kind version
+        set id [engine_generic $kind $version]
+        say "synthesizing $rm_module out of context as engine $name (kind $kind, version $version: ENGINE=$id)"
         create_project -in_memory -part $part
         read_sources [dict get $src rm]
         read_xdc -mode out_of_context [file join $dir xdc slot_ooc_[dict get $board name].xdc]
         synth_design -mode out_of_context -top $rm_module -part $part \
             -include_dirs [dict get $src incdirs] \
-            -generic "TABLE_HEX=\"$hex\"" -generic TABLE_WORDS=$words
+            -generic ENGINE=$id -generic DAW=[dict get $board dma_addr_bits]
         write_checkpoint -force [rm_checkpoint $name]
         report_utilization -file [report rm_${name}_synth_utilization]
         close_project
@@ -195,11 +192,11 @@ proc fabric::step_implement {} {
         open_checkpoint $static
         set grey 1
         foreach cell $rp_cells {
-            set model [dict get $config slots $cell]
-            if {$model eq ""} {
+            set engine [dict get $config slots $cell]
+            if {$engine eq ""} {
                 update_design -cell $cell -buffer_ports
             } else {
-                read_checkpoint -cell $cell [rm_checkpoint $model]
+                read_checkpoint -cell $cell [rm_checkpoint $engine]
                 set grey 0
             }
         }
@@ -221,7 +218,10 @@ proc fabric::step_verify {} {
 }
 
 # 6. The images. images.tsv lists what went into the catalog, one line
-# each: kind, model, slot number ("" for a full image's), file.
+# each, tab-separated: kind (partial or full), engine, slots, file. A
+# partial image's slots is its slot's number; a full image's is the slots
+# holding its engine: "0,1" when both slots of its configuration hold it
+# (a board with one engine), else "0".
 proc fabric::step_bitstreams {} {
     variable configs
     variable rp_cells
@@ -237,20 +237,26 @@ proc fabric::step_bitstreams {} {
         open_checkpoint [routed_checkpoint $config]
         set_property BITSTREAM.CONFIG.USERID [dict get $opt interface_id] [current_design]
         foreach cell $rp_cells {
-            set model [dict get $config slots $cell]
-            if {$model eq ""} {
+            set engine [dict get $config slots $cell]
+            if {$engine eq ""} {
                 set file [file join [dict get $work bit] [blank_name $cell]]
             } else {
-                set file [file join $out [partial_name $model $cell]]
-                lappend images [list partial $model [lsearch $rp_cells $cell] $file]
+                set file [file join $out [partial_name $engine $cell]]
+                lappend images [list partial $engine [lsearch $rp_cells $cell] $file]
             }
             write_bitstream -force -cell $cell $file
         }
-        set model [dict get $config slots [lindex $rp_cells 0]]
-        if {$model ne ""} {
-            set file [file join $out [full_name $model]]
+        set engine [dict get $config slots [lindex $rp_cells 0]]
+        if {$engine ne ""} {
+            set file [file join $out [full_name $engine]]
             write_bitstream -force -no_partial_bitfile $file
-            lappend images [list full $model 0 $file]
+            set holding {}
+            foreach cell $rp_cells {
+                if {[dict get $config slots $cell] eq $engine} {
+                    lappend holding [lsearch $rp_cells $cell]
+                }
+            }
+            lappend images [list full $engine [join $holding ,] $file]
             if {$shell eq ""} { set shell $file }
         }
         close_design
@@ -285,8 +291,8 @@ proc fabric::main {argv} {
         dict set work $part [file join $root $part]
         file mkdir [dict get $work $part]
     }
-    set configs [configurations [dict get $opt models]]
-    foreach step {synth_modules synth_static implement verify bitstreams} {
+    set configs [configurations [dict get $opt engines]]
+    foreach step {synth_engines synth_static implement verify bitstreams} {
         step_$step
     }
     say "done: [dict get $opt out]"

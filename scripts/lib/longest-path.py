@@ -177,6 +177,20 @@ def analyse(module):
     return ends
 
 
+def where(cells, name):
+    """The RTL lines a cell came from: its `src` chain (the always block and
+    the instances it sits in, as Yosys keeps them through flattening), the
+    design's own files only, not Yosys's cell library."""
+    src = cells.get(name, {}).get("attributes", {}).get("src", "")
+    lines = []
+    for p in src.split("|"):
+        if not p or "share/yosys" in p:
+            continue
+        f, _, pos = p.rpartition(":")
+        lines.append(f"{f.rsplit('/', 1)[-1]}:{pos.split('.')[0]}")
+    return "+".join(lines) or name
+
+
 def describe(path):
     counts = defaultdict(int)
     for _, t, role in path:
@@ -215,7 +229,9 @@ def main():
     if a.tsv:
         c = describe(worst[1])
         on = ", ".join(f"{v} {k}" for k, v in sorted(c.items())) or "no logic"
-        print(f"{worst[0]}\t{on}\t{worst[1][0][1]} {worst[1][0][0]} -> {worst[1][-1][1]} {worst[1][-1][0]}")
+        cells = tops[0]["cells"]
+        print(f"{worst[0]}\t{on}\t{worst[1][0][1]} {where(cells, worst[1][0][0])}"
+              f" -> {worst[1][-1][1]} {where(cells, worst[1][-1][0])}")
         return
     if a.json:
         print(json.dumps({

@@ -16,7 +16,8 @@
 #
 # Not modelled: the RTL (nothing here parses Verilog: the board top's
 # reconfigurable cells are $env(VIVADO_STUB_RP_CELLS), as the test's
-# fixture says fabric_top has them), the IP catalog's pins, placement,
+# fixture says fabric_top has them, and fabric_top is taken to pass its DAW
+# to each, as rtl/top/fabric_top.v does), the IP catalog's pins, placement,
 # timing (every path has the slack $env(VIVADO_STUB_SLACK), default
 # positive), the bitstream's contents (a stub image is a few lines of text
 # with the header fields fabricd checks).
@@ -265,20 +266,19 @@ stub::def synth_design {-top 1 -part 1 -mode 1 -generic * -include_dirs 1 -flatt
         if {![regexp {^([A-Za-z_][A-Za-z0-9_]*)=(.*)$} $g -> gname value]} {
             stub::fail synth_design "-generic $g is not NAME=VALUE"
         }
+        # Stricter than Vivado, on purpose: a value is a decimal integer
+        # (the fabric's parameters are all integers: ENGINE, DAW, CLK_MHZ)
+        # or a quoted string, and a generic is given once. Anything else
+        # (0x..., Verilog's 32'h..., a second value that would silently win)
+        # is refused whether or not Vivado takes it, so the flow keeps to
+        # the plainest form.
+        if {![regexp {^([0-9]+|".*")$} $value]} {
+            stub::fail synth_design "-generic $gname=$value is not a decimal integer or a quoted string"
+        }
+        if {[dict exists $d generics $gname]} { stub::fail synth_design "-generic $gname given twice" }
         dict set d generics $gname $value
     }
-    if {$mode eq "out_of_context"} {
-        # The slot's table: a Verilog string, quoted, naming a readable
-        # file ($readmemh of a missing file leaves the memory empty).
-        if {![dict exists $d generics TABLE_HEX] ||
-            ![regexp {^"(.+)"$} [dict get $d generics TABLE_HEX] -> hex]} {
-            stub::fail synth_design "the module's TABLE_HEX generic is missing or not a quoted string"
-        }
-        if {![file readable $hex]} { stub::fail synth_design "\$readmemh: cannot open $hex" }
-        if {![string is digit -strict [dict get $d generics TABLE_WORDS]]} {
-            stub::fail synth_design "TABLE_WORDS=[dict get $d generics TABLE_WORDS] is not a decimal integer"
-        }
-    } else {
+    if {$mode ne "out_of_context"} {
         # A block design's module exists once generate_target has run.
         set bd [dict get $stub::project bd]
         if {$bd ne "" && ![dict get $stub::project generated]} {
@@ -342,6 +342,14 @@ stub::def read_checkpoint {-cell 1 -strict 0 -incremental 1} {
     }
     if {[dict get $rm part] ne [dict get $stub::design part]} {
         stub::fail read_checkpoint "$file is for [dict get $rm part], the design for [dict get $stub::design part]"
+    }
+    # UG909: a reconfigurable module's ports are its partition's. The stubs
+    # read no Verilog: the ports' widths follow DAW, which fabric_top passes
+    # to each cell, so a module must have been synthesized with the static's.
+    set daw [expr {[dict exists $stub::design generics DAW] ? [dict get $stub::design generics DAW] : "(none: the default)"}]
+    set rm_daw [expr {[dict exists $rm generics DAW] ? [dict get $rm generics DAW] : "(none: the default)"}]
+    if {$rm_daw ne $daw} {
+        stub::fail read_checkpoint "$file was synthesized with DAW $rm_daw, cell $cell's ports have DAW $daw (the static's): the module's ports are not the partition's"
     }
     dict set c content module
     dict set c module [dict create checkpoint $file top [dict get $rm name] generics [dict get $rm generics]]
@@ -582,7 +590,8 @@ stub::def pr_verify {-initial 1 -additional 1 -file 1 -full_check 0 -in_memory 0
 
 # A stub image: text with the fields fabricd reads from a .bit header
 # (field 'a': design;PARTIAL=TRUE;UserID=...; field 'b': the part) and
-# what the slots held.
+# what the slots held: a line per cell, "cell NAME CONTENT", and for a
+# module its checkpoint and the generics it was synthesized with.
 proc stub::image_text {partial cells} {
     variable design
     set userid 0XFFFFFFFF
@@ -593,11 +602,12 @@ proc stub::image_text {partial cells} {
     set text "vivado stub bitstream\na $a\nb [dict get $design part]\n"
     foreach cell $cells {
         set c [dict get $design cells $cell]
-        set table ""
+        set line "cell $cell [dict get $c content]"
         if {[dict get $c content] eq "module"} {
-            set table [dict get $c module generics TABLE_HEX]
+            append line " [file tail [dict get $c module checkpoint]]"
+            dict for {name value} [dict get $c module generics] { append line " $name=$value" }
         }
-        append text "cell $cell [dict get $c content] $table\n"
+        append text "$line\n"
     }
     return $text
 }

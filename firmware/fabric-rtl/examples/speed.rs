@@ -112,6 +112,12 @@ fn cycles(h: &Rig) -> u64 {
     h.w.lock().fabric.cycles()
 }
 
+/// Beats both engines have read from DDR: their tables' traffic.
+fn engine_beats(h: &Rig) -> u64 {
+    let b = h.w.lock();
+    (0..2).map(|s| b.fabric.engine_beats(s)).sum()
+}
+
 /// A prompt the model itself would write, so the trigram contexts are
 /// ones it knows (as most of a real prompt's are).
 fn prompt_for(model: &Catalogued, k: u64) -> Vec<u32> {
@@ -225,6 +231,7 @@ fn loaded(h: &mut Rig, o: &Opts) -> Result<()> {
     let mut answers: Vec<Answer> = Vec::new();
     let (mut tokens, mut in_run) = (0u64, Duration::ZERO);
     let (c0, t0) = (cycles(h), Instant::now());
+    let beats0 = engine_beats(h);
     let (mut run_cycles, mut done_us) = (0u64, 0u64);
     h.submit(&inflight);
     while (answers.len() as u64) < o.completions {
@@ -264,6 +271,7 @@ fn loaded(h: &mut Rig, o: &Opts) -> Result<()> {
         }
     }
     let (fabric, wall) = (cycles(h) - c0, t0.elapsed());
+    let beats = engine_beats(h) - beats0;
     let n = answers.len() as u64;
     for a in &answers {
         let want = model_of(a.req.ctx).generate(
@@ -310,6 +318,10 @@ fn loaded(h: &mut Rig, o: &Opts) -> Result<()> {
         fabric as f64 / n as f64
     );
     println!("mean_done_fabric_us {:.2}", done_us as f64 / n as f64);
+    println!(
+        "table_bytes_per_token {:.1}",
+        beats as f64 * 4.0 / tokens as f64
+    );
     println!("checked_against_model {n}");
     Ok(())
 }

@@ -25,6 +25,7 @@ extern "C" {
     fn fcs_write(f: *mut Fcs, port: u32, addr: u32, value: u32) -> u32;
     fn fcs_read(f: *mut Fcs, port: u32, addr: u32) -> u32;
     fn fcs_set_ports(f: *mut Fcs, latency: u32, depth: u32, stall_permille: u32, seed: u64);
+    fn fcs_port_beats(f: *const Fcs, slot: u32) -> u64;
     fn fcs_grant(f: *mut Fcs, slot: u32, n: i64);
     fn fcs_credits(f: *const Fcs, slot: u32) -> i64;
 }
@@ -256,6 +257,13 @@ impl Cosim {
         // SAFETY: a live handle.
         unsafe { fcs_greybox(self.raw.as_ptr(), u32::from(slot), c_int::from(on)) };
         Ok(())
+    }
+
+    /// The 32-bit beats slot `slot`'s engine has read from DDR since power
+    /// on: its table traffic.
+    pub fn engine_beats(&self, slot: u8) -> u64 {
+        // SAFETY: a live handle, read only; out-of-range slots read 0.
+        unsafe { fcs_port_beats(self.raw.as_ptr(), u32::from(slot)) }
     }
 
     /// Sets how the engines' ports answer (by default: after the read

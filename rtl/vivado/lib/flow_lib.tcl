@@ -19,12 +19,15 @@ namespace eval fabric {
 #   --work DIR          checkpoints, reports, generated sources
 #   --out DIR           the catalog's images
 #   --interface-id HEX  the shell's interface id, written as each image's UserID
-#   --model NAME HEX WORDS   a model: its table for $readmemh and its size
-#                       in 32-bit words (repeat; order is the catalog's)
+#   --engine NAME KIND VERSION   an engine: its name in the catalog and
+#                       what its slot reports in SLOT_ENGINE, each 1..65535
+#                       in decimal (repeat; order is the catalog's)
+# Engines are the reconfigurable modules; models are tables the daemon
+# writes into DDR, so none is an argument here.
 proc fabric::parse_args {argv} {
     set here [file dirname [file dirname [file normalize [info script]]]]
     set a [dict create board "" rtl [file dirname $here] work "" out "" \
-        interface_id "" models {}]
+        interface_id "" engines {}]
     while {[llength $argv] > 0} {
         set argv [lassign $argv opt]
         switch -- $opt {
@@ -33,23 +36,30 @@ proc fabric::parse_args {argv} {
                 set argv [lassign $argv value]
                 dict set a [string map {- _} [string range $opt 2 end]] $value
             }
-            --model {
-                if {[llength $argv] < 3} { error "flow: --model needs NAME HEX WORDS" }
-                set argv [lassign $argv name hex words]
-                if {![regexp {^[A-Za-z0-9][A-Za-z0-9_.-]*$} $name]} {
-                    error "flow: model name '$name' is not a plain name"
+            --engine {
+                if {[llength $argv] < 3} { error "flow: --engine needs NAME KIND VERSION" }
+                set argv [lassign $argv name kind version]
+                # The daemon's rule for a catalog name (valid_model_name in
+                # firmware/fabricd/src/catalog/mod.rs): it names files too.
+                if {![regexp {^[A-Za-z0-9][A-Za-z0-9_.-]*$} $name] || [string match *..* $name]
+                    || [string length $name] > 64} {
+                    error "flow: engine name '$name' is not a plain name (letters, digits, -, _, .)"
                 }
-                # Decimal only: synth_design -generic binds 0x... as a string.
-                if {![string is digit -strict $words] || $words == 0} {
-                    error "flow: model $name: WORDS '$words' is not a positive decimal count"
+                # Decimal without a leading zero: Tcl's expr reads 010 as
+                # octal, and synth_design -generic binds 0x... as a string.
+                foreach {what value} [list KIND $kind VERSION $version] {
+                    if {![regexp {^[1-9][0-9]{0,4}$} $value] || $value > 65535} {
+                        error "flow: engine $name: $what '$value' is not a decimal number from 1 to 65535"
+                    }
                 }
-                if {![file readable $hex]} {
-                    error "flow: model $name: no table at $hex"
+                foreach e [dict get $a engines] {
+                    lassign $e other okind oversion
+                    if {$other eq $name} { error "flow: engine $name given twice" }
+                    if {$okind == $kind && $oversion == $version} {
+                        error "flow: engines $other and $name are both kind $kind version $version: SLOT_ENGINE could not tell them apart"
+                    }
                 }
-                foreach m [dict get $a models] {
-                    if {[lindex $m 0] eq $name} { error "flow: model $name given twice" }
-                }
-                dict lappend a models [list $name [file normalize $hex] $words]
+                dict lappend a engines [list $name $kind $version]
             }
             default { error "flow: unknown argument '$opt'" }
         }
@@ -62,9 +72,15 @@ proc fabric::parse_args {argv} {
     if {![regexp {^0x[0-9A-Fa-f]{8}$} [dict get $a interface_id]]} {
         error "flow: --interface-id '[dict get $a interface_id]' is not 0x followed by 8 hex digits"
     }
-    if {[llength [dict get $a models]] == 0} { error "flow: no --model given" }
+    if {[llength [dict get $a engines]] == 0} { error "flow: no --engine given" }
     foreach key {rtl work out} { dict set a $key [file normalize [dict get $a $key]] }
     return $a
+}
+
+# fabric_slot's ENGINE generic for an engine: what its slot reports in
+# SLOT_ENGINE, version << 16 | kind (docs/fabric-contract.md), in decimal.
+proc fabric::engine_generic {kind version} {
+    return [expr {($version << 16) | $kind}]
 }
 
 # The Verilog of a directory, sorted so that runs read it in one order.
@@ -125,25 +141,25 @@ proc fabric::black_box_stub {rtl out} {
 }
 
 # The configurations to implement, each a dict {name slots}, slots naming
-# the model per RP cell. Model i goes into slot0 of configuration i and
-# model i+1 (wrapping) into slot1, so that every (slot, model) pair is
-# implemented once and each model's full image (configuration i) holds it
-# in slot 0, which is what the catalog's full images say (slots = [0]).
-# The grey box (both slots' ports buffered, no module; UG909, "Grey box")
-# is added last: a configuration that pr_verify compares even when a board
-# has one model, and a blank partial image per slot.
-proc fabric::configurations {models} {
+# the engine per RP cell. Engine i goes into slot0 of configuration i and
+# engine i+1 (wrapping) into slot1, so that every (slot, engine) pair is
+# implemented once and each engine's full image (configuration i) holds it
+# in slot 0, and in slot 1 too when the board has one engine. The grey box
+# (both slots' ports buffered, no module; UG909, "Grey box") is added
+# last: a configuration that pr_verify compares even when a board has one
+# engine, and a blank partial image per slot.
+proc fabric::configurations {engines} {
     variable rp_cells
-    set n [llength $models]
+    set n [llength $engines]
     set configs {}
     for {set i 0} {$i < $n} {incr i} {
         set slots {}
         set names {}
         set k 0
         foreach cell $rp_cells {
-            set m [lindex $models [expr {($i + $k) % $n}] 0]
-            dict set slots $cell $m
-            lappend names $m
+            set e [lindex $engines [expr {($i + $k) % $n}] 0]
+            dict set slots $cell $e
+            lappend names $e
             incr k
         }
         lappend configs [dict create name "config[expr {$i + 1}]_[join $names _]" slots $slots]
@@ -154,9 +170,9 @@ proc fabric::configurations {models} {
     return $configs
 }
 
-# The catalog's file names: a model's partial image for an RP cell, its
+# The catalog's file names: an engine's partial image for an RP cell, its
 # full image, a grey box's partial image. scripts/build-bitstreams lists
 # what the flow wrote (images.tsv), so these names live here only.
-proc fabric::partial_name {model cell} { return "$model-$cell.bit" }
-proc fabric::full_name {model} { return "$model-full.bit" }
+proc fabric::partial_name {engine cell} { return "$engine-$cell.bit" }
+proc fabric::full_name {engine} { return "$engine-full.bit" }
 proc fabric::blank_name {cell} { return "blank-$cell.bit" }
