@@ -24,7 +24,11 @@
 # naming what is wrong), and build-bitstreams' refusals are checked (among
 # them a table too large for a slot's region of the DMA buffer, an unknown
 # engine or model, a source file whose sha256 is not the manifest's), each
-# before Vivado runs.
+# before Vivado runs. The out-of-context timing script (rtl/vivado/
+# timing.tcl) is run the same way for both boards: each part alone, its
+# clock at the board's period before placement, its timing and logic levels
+# reported after routing; a part with negative slack fails it, and a copy
+# without the clock is caught.
 #
 # What this does not show: that Vivado accepts the flow. Nothing here has
 # run on Vivado; see rtl/vivado/README.md.
@@ -708,6 +712,85 @@ if [ "$status" -ne 0 ] && grep -q "misses setup timing" <<< "$output"; then
     echo "ok: a configuration that misses timing stops the flow"; passed=$((passed + 1))
 else
     echo "FAIL: a configuration with negative slack did not stop the flow ($status): $output"; failures=$((failures + 1))
+fi
+
+# ---- the out-of-context timing script (rtl/vivado/timing.tcl) -------------
+# run_timing NAME BOARD [SCRIPT] [ENV=VALUE...]: the fake vivado on the
+# timing script; sets $log, $status and $output.
+run_timing() {
+    local name=$1 board=$2 script=${3:-$repo/rtl/vivado/timing.tcl}
+    shift 3 || shift $#
+    local dir="$tmp/timing-$name/$board"
+    mkdir -p "$dir"
+    log="$dir/calls.log"
+    : > "$log"
+    set +e
+    output=$(env PATH="$repo/tests/vivado:$PATH" VIVADO_STUB_LOG="$log" "$@" \
+        vivado -mode batch -source "$script" -tclargs --board "$board" --rtl "$tmp/rtl" \
+        --work "$dir/work" 2>&1)
+    status=$?
+    set -e
+    timing_tsv="$dir/work/timing.tsv"
+}
+# check_timing BOARD: each part alone, out of context, in the board's part,
+# its clock at the board's period before placement, timing and the logic
+# levels reported after routing, a line each in timing.tsv.
+check_timing() {
+    local board=$1 part period module n
+    part=$(board_part "$board")
+    period=$(awk -v m="$(sed -n 's/^dict set ::fabric::board clk_mhz //p' "rtl/vivado/boards/$board.tcl")" \
+        'BEGIN { printf "%.3f", 1000 / m }')
+    problems=()
+    [ "$status" -eq 0 ] || problem "the timing script failed ($status): $output"
+    n=0
+    for module in fabric_shell fabric_decoupler fabric_slot; do
+        n=$((n + 1))
+        local synth clock place route report levels
+        synth=$(nth "^synth_design -mode out_of_context -top $module -part $part " 1)
+        [ -n "$synth" ] || { problem "$module not synthesized out of context for $part"; continue; }
+        clock=$(all "^create_clock -period $period -name clk clk$" | sed -n "${n}p")
+        place=$(all "^place_design" | sed -n "${n}p")
+        route=$(all "^route_design" | sed -n "${n}p")
+        report=$(all "^report_timing_summary -file .*/[a-z]*_timing\.rpt$" | sed -n "${n}p")
+        levels=$(all "^report_design_analysis -logic_level_distribution -file " | sed -n "${n}p")
+        if [ -z "$clock" ] || [ "$clock" -lt "$synth" ] || [ -z "$place" ] || [ "$clock" -gt "$place" ]; then
+            problem "$module: no clock of $period ns between its synthesis and its placement"
+        fi
+        if [ -z "$route" ] || [ -z "$report" ] || [ "$report" -lt "$route" ] || [ -z "$levels" ] || [ "$levels" -lt "$route" ]; then
+            problem "$module: its timing summary and logic levels are not reported after routing"
+        fi
+    done
+    if grep -q "^read_verilog .*/top/" "$log"; then
+        problem "a part read the board's top, which names the PS's block design"
+    fi
+    [ -f "$timing_tsv" ] && [ "$(wc -l < "$timing_tsv")" -eq 4 ] || problem "timing.tsv lacks a line a part: $(cat "$timing_tsv" 2>/dev/null)"
+    if [ ${#problems[@]} -eq 0 ]; then
+        echo "ok: the timing script measures each part out of context at $board's $period ns"; passed=$((passed + 1))
+    else
+        local IFS=';'
+        echo "FAIL: the timing script on $board: ${problems[*]}"; failures=$((failures + 1))
+    fi
+}
+for b in kv260 zed; do
+    run_timing good "$b"
+    check_timing "$b"
+done
+run_timing slack kv260 "" VIVADO_STUB_SLACK=-0.250
+if [ "$status" -ne 0 ] && grep -q "shell misses setup timing at 5.000 ns .*shell_timing.rpt" <<< "$output"; then
+    echo "ok: a part that misses timing fails the timing script, naming its report"; passed=$((passed + 1))
+else
+    echo "FAIL: a part with negative slack did not fail the timing script ($status): $output"; failures=$((failures + 1))
+fi
+# A copy that never constrains the clock must fail the checks.
+cp -r rtl/vivado "$tmp/vivado-noclock"
+sed -i '/create_clock/d' "$tmp/vivado-noclock/timing.tcl"
+run_timing noclock kv260 "$tmp/vivado-noclock/timing.tcl"
+check_timing kv260 > "$tmp/noclock.out" || true
+if grep -q "^FAIL: .*no clock of 5.000 ns" "$tmp/noclock.out"; then
+    echo "ok: a timing script without its clock is caught"; passed=$((passed + 1))
+    failures=$((failures - 1))
+else
+    echo "FAIL: a timing script without its clock was not caught: $(cat "$tmp/noclock.out")"; failures=$((failures + 1))
 fi
 
 echo "vivado-flow: $passed passed, $failures failed"

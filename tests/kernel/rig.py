@@ -228,19 +228,23 @@ def probe(board):
     return board.sh("fabricd probe --root /")[1]
 
 
-def load(board, model, slot, flow_name, extra=""):
-    """A partial load through configfs and the kernel's region code, checked
-    from every side: fabricctl's answer, the live tree, what the device side
-    was handed and which decoupler the kernel set, the shell's read-back."""
+def load(board, model, slot, flow_name, extra="--reflash"):
+    """A partial load (the engine's image, then the model's table) through
+    configfs and the kernel's region code, checked from every side:
+    fabricctl's answer, the live tree, what the device side was handed and
+    which decoupler the kernel set, the shell's read-back."""
     before = fabric_log(board)
     _, out = board.sh(f"fabricctl --json load {model} --slot {slot} {extra}", timeout=300)
     report = json.loads(out[out.index("{"):])
     if not report.get("ok", True) and "error" in report:
         raise Failed(f"fabricctl: {report['error']}")
+    method = report.get("data", {}).get("report", {}).get("method")
+    if method != "partial":
+        raise Failed(f"a {method} load, not a partial one: {report}")
     after = fabric_log(board)[len(before):]
-    image = re.search(rf"image (\d+): partial, (\d+) bytes, {model} into slot {slot} \(decouplers (\[[^]]*\])\)", after)
+    image = re.search(rf"image (\d+): partial, (\d+) bytes, engine [^(]*into slot {slot} \(decouplers (\[[^]]*\])\)", after)
     if not image:
-        raise Failed(f"the device side was not handed a partial {model} image for slot {slot}: {after!r}")
+        raise Failed(f"the device side was not handed a partial image for slot {slot}: {after!r}")
     if f"slot {slot} decoupled" not in after and "true" not in image.group(3):
         raise Failed(f"slot {slot}'s decoupler was never set: {after!r}")
     if f"slot {slot} coupled" not in after:
@@ -249,10 +253,67 @@ def load(board, model, slot, flow_name, extra=""):
     if f"fabricd/staged/slot{slot}.bin" not in fw:
         raise Failed(f"the live tree's region {slot} names {fw!r}")
     p = probe(board)
-    if not re.search(rf"slot {slot}\s.*{model}", p):
-        raise Failed(f"fabricd probe does not show {model} in slot {slot}: {p}")
+    if not re.search(rf"slot {slot}\s+ready\s+{model}\s", p):
+        raise Failed(f"fabricd probe does not show {model} ready in slot {slot}: {p}")
     return {"model": model, "slot": slot, "image_bytes": int(image.group(2)),
             "decouplers_during_load": image.group(3), "report": report}
+
+
+def switch(board, model, slot):
+    """A switch: the slot runs the model's engine, so the load commits the
+    model's table alone; the device side is handed no image and no
+    decoupler moves."""
+    before = fabric_log(board)
+    _, out = board.sh(f"fabricctl --json load {model} --slot {slot}", timeout=300)
+    report = json.loads(out[out.index("{"):])
+    r = report.get("data", {}).get("report", {})
+    if r.get("method") != "switch":
+        raise Failed(f"not a switch: {report}")
+    after = fabric_log(board)[len(before):]
+    if "image " in after or "decoupled" in after:
+        raise Failed(f"a switch touched the configuration port or a decoupler: {after!r}")
+    p = probe(board)
+    if not re.search(rf"slot {slot}\s+ready\s+{model}\s", p):
+        raise Failed(f"fabricd probe does not show {model} ready in slot {slot}: {p}")
+    return {k: r[k] for k in ("drain_ms", "table_ms", "total_ms")}
+
+
+def switches_under_load(board, rounds=4):
+    """Slot 1 switched between kjv and fortunes `rounds` times while this
+    machine asks slot 0's model (fortunes) for completions, beside the same
+    completions with nothing switching: the other slot's latency."""
+    quiet = completions(board, "fortunes", 20, 500)
+    lat, stop, errors = [], threading.Event(), []
+
+    def hammer():
+        i = 0
+        while not stop.is_set():
+            t = time.monotonic()
+            status, body = board.http("POST", "/v1/completions", {
+                "model": "fortunes", "prompt": "And God said", "max_tokens": 8, "seed": 600 + i})
+            lat.append(time.monotonic() - t)
+            if status != 200:
+                errors.append(f"{status} {body[:200]!r}")
+            i += 1
+    worker = threading.Thread(target=hammer)
+    worker.start()
+    took = []
+    try:
+        for k in range(rounds):
+            took.append(switch(board, "fortunes" if k % 2 == 0 else "kjv", 1))
+    finally:
+        stop.set()
+        worker.join()
+    if errors:
+        raise Failed(f"slot 0's completions during the switches: {errors[:3]}")
+    if rounds % 2:
+        switch(board, "kjv", 1)
+    lat.sort()
+    n = len(lat)
+    return {"switches": took, "quiet": quiet,
+            "during": {"requests": n, "p50_ms": round(lat[n // 2] * 1000, 1),
+                       "p95_ms": round(lat[min(n - 1, n * 95 // 100)] * 1000, 1),
+                       "max_ms": round(lat[-1] * 1000, 1)}}
 
 
 def main():
@@ -297,11 +358,15 @@ def main():
         figures["first_requests"] = flow.step(
             "completions over HTTP", lambda: completions(board, "kjv", 20))
         figures["load_slot1"] = flow.step(
-            "partial load of kjv into slot 1", lambda: load(board, "kjv", 1, "slot1"))
+            "partial load of kjv into slot 1 (--reflash)", lambda: load(board, "kjv", 1, "slot1"))
         figures["load_slot0"] = flow.step(
-            "partial load of fortunes into slot 0", lambda: load(board, "fortunes", 0, "slot0"))
+            "partial load of fortunes into slot 0 (--reflash)",
+            lambda: load(board, "fortunes", 0, "slot0"))
         flow.step("completions from both models", lambda: [
             completions(board, "fortunes", 10, 100), completions(board, "kjv", 10, 200)])
+        figures["switches"] = flow.step(
+            "switches of slot 1 between kjv and fortunes while slot 0 serves",
+            lambda: switches_under_load(board))
 
         def kill9():
             before = fabric_log(board)
@@ -335,7 +400,9 @@ def main():
             board.wait_ready()
             took = round(time.monotonic() - t, 2)
             p = probe(board)
-            if not re.search(r"slot 0\s.*kjv", p) or not re.search(r"slot 1\s+empty", p):
+            # The full image put the engine in both slots; the restarted
+            # daemon committed kjv to slot 0 and what slot 1 held, kjv.
+            if not re.search(r"slot 0\s+ready\s+kjv\s", p) or not re.search(r"slot 1\s+ready\s+kjv\s", p):
                 raise Failed(f"after the full load: {p}")
             _, names = board.sh("cat /sys/kernel/config/device-tree/overlays/fabricd-shell/path")
             completions(board, "kjv", 5, 400)
@@ -357,10 +424,16 @@ def main():
             _, keys = board.sh("cat /data/ssh/authorized_keys")
             if "kernel-test" not in keys:
                 raise Failed(f"/data/ssh/authorized_keys lost: {keys!r}")
+            # The tables were lost with the power; the daemon committed what
+            # each slot last held (its plan on /data).
+            p = probe(board)
+            if not re.search(r"slot 0\s+ready\s+kjv\s", p) or not re.search(r"slot 1\s+ready\s+kjv\s", p):
+                raise Failed(f"after the power cycle the slots do not hold what they held: {p}")
             _, stats = board.http("GET", "/stats")
             again = json.loads(stats)
             return {"stats_before": summary(served), "stats_after": summary(again)}
-        figures["power_cycle"] = flow.step("power off, boot again: /data kept", power_cycle)
+        figures["power_cycle"] = flow.step(
+            "power off, boot again: /data kept, the slots given what they held", power_cycle)
         kept = figures["power_cycle"]
         if not 0 < kept["stats_before"]["requests"] <= kept["stats_after"]["requests"]:
             flow.ok = False
@@ -420,7 +493,7 @@ def report(args, flow, figures, logs):
             r = detail["report"]
             r = r.get("data", {}).get("report", r)
             detail = {k: v for k, v in detail.items() if k != "report"}
-            detail.update({k: r[k] for k in ("method", "drain_ms", "reconfigure_ms", "total_ms") if k in r})
+            detail.update({k: r[k] for k in ("method", "drain_ms", "reconfigure_ms", "table_ms", "total_ms") if k in r})
         text = json.dumps(detail) if not isinstance(detail, str) else detail
         text = " ".join(text.split())
         lines.append(f"| {st['step']} | {'pass' if st['ok'] else 'FAIL'} | {st['seconds']} | {text.replace('|', '/')[:400]} |")

@@ -674,6 +674,21 @@ foreach report {report_utilization report_timing_summary report_route_status} {
     }
 }
 
+# UG835: the distribution of the paths' logic levels is what
+# report_failfast summarises; -logic_level_distribution reports it.
+stub::def report_design_analysis {-logic_level_distribution 0 -timing 0 -file 1 -max_paths 1
+                                  -return_string 0 -quiet 0} {
+    stub::need_design report_design_analysis
+    if {![dict get $stub::design routed] && ![dict get $stub::design placed]} {
+        stub::fail report_design_analysis "the flow reads logic levels after placement"
+    }
+    if {[dict exists $o -file]} {
+        set f [open [dict get $o -file] w]
+        puts $f "vivado stub design analysis of [dict get $stub::design name]"
+        close $f
+    }
+}
+
 # ---- block designs (UG994) -------------------------------------------------
 
 proc stub::need_bd {cmd} {
