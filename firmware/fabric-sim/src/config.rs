@@ -7,6 +7,11 @@ use clap::Parser;
 
 use crate::SimError;
 
+/// Physical address of the DMA buffer. Above 4 GiB on purpose: it catches
+/// code that keeps a physical address in a 32-bit `usize`, which the 32-bit
+/// Zynq-7000 build would otherwise only find on hardware.
+pub const DMA_PHYS: u64 = 0x8_7000_0000;
+
 /// `fabric-sim`: a Zynq board's fabric, behind the same kernel interfaces.
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -127,7 +132,7 @@ pub struct SimConfig {
     pub shell_magic: u32,
     /// The DMA buffer's physical address (the simulated board's; `--kernel`
     /// takes `--buffer-addr`).
-    #[arg(skip = crate::layout::DMA_PHYS)]
+    #[arg(skip = DMA_PHYS)]
     pub dma_phys: u64,
     /// Play the PL on a real kernel, through physical memory, instead of
     /// laying out a simulated board (the real-kernel rig; see
@@ -165,22 +170,6 @@ pub struct PlArgs {
     /// The shell's interrupt id (SPI 29 is id 61).
     #[arg(long, default_value_t = 61)]
     pub irq: u32,
-}
-
-impl PlArgs {
-    /// The map `fabric_sim::kernel` takes.
-    pub fn map(&self) -> crate::kernel::Map {
-        crate::kernel::Map {
-            mem: self.mem.clone(),
-            shell: self.shell_addr,
-            decouplers: self.decoupler_addr.clone(),
-            port: self.port_addr,
-            port_size: self.port_size,
-            buffer: self.buffer_addr,
-            gic_dist: self.gic_dist,
-            irq: self.irq,
-        }
-    }
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {

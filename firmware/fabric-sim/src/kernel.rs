@@ -89,6 +89,22 @@ pub struct Map {
     pub irq: u32,
 }
 
+impl Map {
+    /// The map `--kernel`'s arguments give.
+    pub fn of(pl: &crate::config::PlArgs) -> Map {
+        Map {
+            mem: pl.mem.clone(),
+            shell: pl.shell_addr,
+            decouplers: pl.decoupler_addr.clone(),
+            port: pl.port_addr,
+            port_size: pl.port_size,
+            buffer: pl.buffer_addr,
+            gic_dist: pl.gic_dist,
+            irq: pl.irq,
+        }
+    }
+}
+
 /// The PL, mapped.
 struct Pl {
     regs: Option<Mmio>,

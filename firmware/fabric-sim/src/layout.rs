@@ -21,14 +21,10 @@ use fabric_hw::contract::{SHELL_COMPATIBLE, SHELL_UIO_NAME};
 use fabric_hw::devtree::DtNode;
 use fabric_hw::Root;
 
-use crate::config::SimConfig;
+use crate::config::{SimConfig, DMA_PHYS};
 
 /// Physical address of the shell's register window.
 pub const SHELL_PHYS: u64 = 0xA000_0000;
-/// Physical address of the DMA buffer. Above 4 GiB on purpose: it catches
-/// code that keeps a physical address in a 32-bit `usize`, which the 32-bit
-/// Zynq-7000 build would otherwise only find on hardware.
-pub const DMA_PHYS: u64 = 0x8_7000_0000;
 /// The DMA buffer's device name.
 pub const DMA_NAME: &str = "udmabuf-fabric";
 /// Bytes of the register window file (one page on every target we build for).

@@ -203,7 +203,7 @@ impl Simulator {
             DmaBuf::uncached(
                 "buffer".into(),
                 paths.regs.clone(),
-                layout::DMA_PHYS,
+                config::DMA_PHYS,
                 window,
             )
         } else {
@@ -423,7 +423,7 @@ fn run_kernel(mut config: SimConfig, signals: nix::sys::signal::SigSet) -> std::
     // UIO maps the buffer uncached: no cache stands between the two sides.
     config.dma_coherent = true;
     config.dma_phys = config.pl.buffer_addr;
-    let map = config.pl.map();
+    let map = kernel::Map::of(&config.pl);
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     let device = thread::spawn(move || kernel::run(config, &map, &s));
