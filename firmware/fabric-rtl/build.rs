@@ -17,6 +17,14 @@ fn main() {
     // Deliberately broken RTL for scripts/rtl-mutants: a comma-separated
     // list of crc, cancel, decoupler, irq, commit, bound.
     println!("cargo:rerun-if-env-changed=FABRIC_RTL_BREAK");
+    // FABRIC_RTL_X_INITIAL=unique: every register and memory starts from a
+    // random value (Verilator's --x-initial unique and --x-assign unique,
+    // the seed set at run time by cosim.cpp), not zero: a design that
+    // relies on a value it never reset fails. FABRIC_RTL_TRACE=1: the
+    // model can write waveforms (--trace); a Cosim then writes one when
+    // FABRIC_RTL_TRACE names a directory at run time.
+    println!("cargo:rerun-if-env-changed=FABRIC_RTL_X_INITIAL");
+    println!("cargo:rerun-if-env-changed=FABRIC_RTL_TRACE");
     if std::env::var_os("CARGO_FEATURE_VERILATED").is_none() {
         return;
     }
@@ -33,9 +41,17 @@ fn main() {
     for dir in ["common", "shell", "slot", "engine"] {
         sources.extend(verilog_in(&rtl.join(dir)));
     }
+    let unique = match std::env::var("FABRIC_RTL_X_INITIAL").as_deref() {
+        Ok("unique") => true,
+        Ok("fast") | Err(_) => false,
+        Ok(other) => panic!("FABRIC_RTL_X_INITIAL is unique or fast, not {other:?}"),
+    };
+    let trace = std::env::var_os("FABRIC_RTL_TRACE").is_some();
+    let x = if unique { "unique" } else { "fast" };
     let mut verilator = Command::new("verilator");
     verilator
-        .args(["--cc", "-O3", "--x-assign", "fast", "--x-initial", "fast"])
+        .args(["--cc", "-O3", "--x-assign", x, "--x-initial", x])
+        .args(if trace { &["--trace"][..] } else { &[][..] })
         // Every warning, none switched off (scripts/rtl-lint checks each
         // file the same way); a deliberately broken build may leave a
         // signal unused, which is the point of it.
@@ -75,6 +91,14 @@ fn main() {
         .file(include.join("verilated.cpp"))
         .file(include.join("verilated_dpi.cpp"))
         .file(include.join("verilated_threads.cpp"));
+    if unique {
+        build.define("FCS_X_UNIQUE", None);
+    }
+    if trace {
+        build
+            .define("FCS_TRACE", None)
+            .file(include.join("verilated_vcd_c.cpp"));
+    }
     for entry in std::fs::read_dir(&obj).expect("verilator's output") {
         let path = entry.expect("a directory entry").path();
         if path.extension().is_some_and(|e| e == "cpp") {

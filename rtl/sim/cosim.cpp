@@ -18,8 +18,17 @@
 #include <cstring>
 #include <deque>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <unistd.h>
+
 #include "Vfabric_cosim.h"
 #include "verilated.h"
+#ifdef FCS_TRACE
+#include "verilated_vcd_c.h"
+#endif
 
 extern "C" {
 
@@ -73,6 +82,10 @@ struct fcs {
     unsigned port_depth;
     unsigned stall_permille;
     uint64_t rng;
+#ifdef FCS_TRACE
+    VerilatedVcdC* vcd;
+#endif
+    std::string trace_path;
 };
 
 // xorshift64*: the ports' stalls, repeatable from the seed.
@@ -163,6 +176,9 @@ static void advance_ports(fcs* f, const port_sample& p) {
 static void half(fcs* f, int clk) {
     f->top->clk = clk;
     f->top->eval();
+#ifdef FCS_TRACE
+    if (f->vcd) f->vcd->dump(2 * f->cycles + (clk ? 1 : 0));
+#endif
 }
 
 // The DDR side of one cycle: drives the slave's outputs for this cycle from
@@ -243,9 +259,33 @@ static void cycle(fcs* f) {
 }
 
 fcs* fcs_new(unsigned read_latency) {
+    static unsigned serial = 0;
     fcs* f = new fcs();
     f->context = new VerilatedContext();
+#ifdef FCS_X_UNIQUE
+    // Every register and memory from a random value (the model was built
+    // with --x-initial unique); FABRIC_RTL_SEED repeats a run.
+    const char* seed = std::getenv("FABRIC_RTL_SEED");
+    f->context->randReset(2);
+    f->context->randSeed(seed ? std::atoi(seed) : static_cast<int>(1 + serial));
+#endif
+#ifdef FCS_TRACE
+    f->context->traceEverOn(true);
+#endif
     f->top = new Vfabric_cosim(f->context, "fabric");
+#ifdef FCS_TRACE
+    // A waveform of every signal, when FABRIC_RTL_TRACE names a directory.
+    const char* dir = std::getenv("FABRIC_RTL_TRACE");
+    if (dir && *dir) {
+        char name[64];
+        std::snprintf(name, sizeof name, "/cosim-%d-%u.vcd", static_cast<int>(getpid()), serial);
+        f->trace_path = std::string(dir) + name;
+        f->vcd = new VerilatedVcdC();
+        f->top->trace(f->vcd, 99);
+        f->vcd->open(f->trace_path.c_str());
+    }
+#endif
+    serial++;
     f->read_latency = read_latency;
     f->port_latency = read_latency;
     f->port_depth = 4;
@@ -261,8 +301,17 @@ fcs* fcs_new(unsigned read_latency) {
     return f;
 }
 
+// The waveform's file ("" when none is written).
+const char* fcs_trace_path(const fcs* f) { return f->trace_path.c_str(); }
+
 void fcs_free(fcs* f) {
     if (!f) return;
+#ifdef FCS_TRACE
+    if (f->vcd) {
+        f->vcd->close();
+        delete f->vcd;
+    }
+#endif
     f->top->final();
     delete f->top;
     delete f->context;

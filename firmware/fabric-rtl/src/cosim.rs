@@ -26,6 +26,7 @@ extern "C" {
     fn fcs_read(f: *mut Fcs, port: u32, addr: u32) -> u32;
     fn fcs_set_ports(f: *mut Fcs, latency: u32, depth: u32, stall_permille: u32, seed: u64);
     fn fcs_port_beats(f: *const Fcs, slot: u32) -> u64;
+    fn fcs_trace_path(f: *const Fcs) -> *const std::ffi::c_char;
     fn fcs_grant(f: *mut Fcs, slot: u32, n: i64);
     fn fcs_credits(f: *const Fcs, slot: u32) -> i64;
 }
@@ -282,9 +283,32 @@ impl Cosim {
     }
 }
 
+impl Cosim {
+    /// The waveform this fabric writes: with the model built with
+    /// `FABRIC_RTL_TRACE=1` and `FABRIC_RTL_TRACE` naming a directory at
+    /// run time, `DIR/cosim-PID-N.vcd`; else `None`.
+    pub fn trace_path(&self) -> Option<std::path::PathBuf> {
+        // SAFETY: a live handle; the string lives as long as the handle,
+        // and is copied before this returns.
+        let path = unsafe { std::ffi::CStr::from_ptr(fcs_trace_path(self.raw.as_ptr())) };
+        let path = path.to_string_lossy();
+        (!path.is_empty()).then(|| std::path::PathBuf::from(path.as_ref()))
+    }
+}
+
 impl Drop for Cosim {
     fn drop(&mut self) {
+        let trace = self.trace_path();
         // SAFETY: the handle is live and dropped once.
         unsafe { fcs_free(self.raw.as_ptr()) }
+        // A test that passed leaves no waveform; a failing one (this thread
+        // panicking) keeps it, and says where.
+        if let Some(path) = trace {
+            if std::thread::panicking() {
+                eprintln!("fabric-rtl: the waveform of this fabric is {}", path.display());
+            } else {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
     }
 }
