@@ -20,9 +20,9 @@ fn main() {
     // FABRIC_RTL_X_INITIAL=unique: every register and memory starts from a
     // random value (Verilator's --x-initial unique and --x-assign unique,
     // the seed set at run time by cosim.cpp), not zero: a design that
-    // relies on a value it never reset fails. FABRIC_RTL_TRACE=1: the
-    // model can write waveforms (--trace); a Cosim then writes one when
-    // FABRIC_RTL_TRACE names a directory at run time.
+    // relies on a value it never reset fails. FABRIC_RTL_TRACE set: the
+    // model can write waveforms (--trace), and a Cosim writes one into the
+    // directory FABRIC_RTL_TRACE names at run time.
     println!("cargo:rerun-if-env-changed=FABRIC_RTL_X_INITIAL");
     println!("cargo:rerun-if-env-changed=FABRIC_RTL_TRACE");
     if std::env::var_os("CARGO_FEATURE_VERILATED").is_none() {

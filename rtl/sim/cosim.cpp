@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 
 #include <cstdio>
 #include <cstdlib>
@@ -169,7 +170,14 @@ static void advance_ports(fcs* f, const port_sample& p) {
             port.q.front().addr += 4;
             if (--port.q.front().left == 0) port.q.pop_front();
         }
-        if (p.ar[s]) port.q.push_back({p.araddr[s], p.arlen[s] + 1, f->cycles + f->port_latency});
+        if (p.ar[s]) {
+            // With stalls on, a latency of its own for each burst (up to half
+            // as long again); bursts still answer in order.
+            uint64_t due = f->cycles + f->port_latency +
+                           (f->stall_permille ? roll(f) * (f->port_latency / 2 + 1) / 1000 : 0);
+            if (!port.q.empty() && port.q.back().due > due) due = port.q.back().due;
+            port.q.push_back({p.araddr[s], p.arlen[s] + 1, due});
+        }
     }
 }
 
@@ -185,9 +193,26 @@ static void half(fcs* f, int clk) {
 // the state, then clocks, then takes what was handshaken.
 static void cycle(fcs* f) {
     Vfabric_cosim* t = f->top;
+    // In reset the DDR model starts afresh and takes nothing: a master's
+    // VALIDs mean nothing until reset ends (AMBA AXI, A3.1.2), and built
+    // with --x-initial unique they are random before the first edge.
+    bool in_reset = t->rst;
+    if (in_reset) {
+        f->reading = f->writing = f->b_pending = false;
+        f->w_err = 0;
+        for (rd_port& port : f->ports) {
+            port.q.clear();
+            port.offered = false;
+        }
+    }
     // Outputs of the DDR model for this cycle.
-    t->m_arready = !f->reading;
-    t->m_rvalid = f->reading && f->r_wait == 0;
+    // With stalls on (fcs_set_ports), every channel of the shell's port too
+    // holds its READY low, and its beats and responses back, at random;
+    // a VALID once raised holds until taken (the shell's master takes R
+    // and B at once: its RREADY and BREADY are tied high).
+    bool stall = f->stall_permille > 0;
+    t->m_arready = !f->reading && !(stall && roll(f) < f->stall_permille);
+    t->m_rvalid = f->reading && f->r_wait == 0 && !(stall && roll(f) < f->stall_permille);
     if (t->m_rvalid) {
         uint32_t word = 0;
         int err = f->mem ? f->mem(f->mem_ctx, f->r_addr, &word, 0) : 1;
@@ -203,11 +228,16 @@ static void cycle(fcs* f) {
     for (unsigned s = 0; s < 8; s++)
         if (f->credits[s] != 0) gate |= 1u << s;
     t->step_gate = gate;
-    t->m_awready = !f->writing && !f->b_pending;
-    t->m_wready = f->writing;
-    t->m_bvalid = f->b_pending;
+    t->m_awready = !f->writing && !f->b_pending && !(stall && roll(f) < f->stall_permille);
+    t->m_wready = f->writing && !(stall && roll(f) < f->stall_permille);
+    t->m_bvalid = f->b_pending && !(stall && roll(f) < f->stall_permille);
     t->m_bresp = f->w_err ? 3 : 0;
     drive_ports(f);
+    if (in_reset) {
+        t->m_arready = t->m_awready = t->m_wready = 0;
+        t->e_arready = 0;
+        for (rd_port& port : f->ports) port.arready = false;
+    }
     half(f, 0);
     port_sample ports = sample_ports(f);
     // Sample the master's requests before the edge.
@@ -236,7 +266,9 @@ static void cycle(fcs* f) {
         f->reading = true;
         f->r_addr = araddr;
         f->r_left = arlen + 1;
-        f->r_wait = f->read_latency;
+        // With stalls on, a latency of its own for each burst: up to half
+        // as long again.
+        f->r_wait = f->read_latency + (stall ? roll(f) * (f->read_latency / 2 + 1) / 1000 : 0);
     }
     if (b) {
         f->b_pending = false;
@@ -274,15 +306,25 @@ fcs* fcs_new(unsigned read_latency) {
 #endif
     f->top = new Vfabric_cosim(f->context, "fabric");
 #ifdef FCS_TRACE
-    // A waveform of every signal, when FABRIC_RTL_TRACE names a directory.
+    // A waveform of every signal, when FABRIC_RTL_TRACE names a directory
+    // (made if missing); one that cannot be written is said so, not lost.
     const char* dir = std::getenv("FABRIC_RTL_TRACE");
     if (dir && *dir) {
         char name[64];
         std::snprintf(name, sizeof name, "/cosim-%d-%u.vcd", static_cast<int>(getpid()), serial);
-        f->trace_path = std::string(dir) + name;
+        std::error_code made;
+        std::filesystem::create_directories(dir, made);
+        std::string path = std::string(dir) + name;
         f->vcd = new VerilatedVcdC();
         f->top->trace(f->vcd, 99);
-        f->vcd->open(f->trace_path.c_str());
+        f->vcd->open(path.c_str());
+        if (f->vcd->isOpen()) {
+            f->trace_path = path;
+        } else {
+            std::fprintf(stderr, "fabric-rtl: cannot write the waveform %s\n", path.c_str());
+            delete f->vcd;
+            f->vcd = nullptr;
+        }
     }
 #endif
     serial++;
@@ -292,6 +334,14 @@ fcs* fcs_new(unsigned read_latency) {
     f->stall_permille = 0;
     f->rng = 0x9E3779B97F4A7C15ULL;
     for (unsigned s = 0; s < 8; s++) f->credits[s] = -1;
+    // The host's side starts idle: the model's inputs are no registers the
+    // design resets, and built with --x-initial unique they start random.
+    f->top->s_awvalid = 0;
+    f->top->s_wvalid = 0;
+    f->top->s_bready = 0;
+    f->top->s_arvalid = 0;
+    f->top->s_rready = 0;
+    f->top->pr_active = 0;
     // Power-on with no module in any slot: greyboxes.
     f->top->greybox = ~0u;
     f->top->rst = 1;
@@ -325,7 +375,9 @@ void fcs_set_mem(fcs* f, fcs_mem_fn mem, void* ctx) {
 
 // How the engines' ports answer: each burst after `latency` cycles, up to
 // `depth` outstanding, and ARREADY low and RVALID withheld each with
-// probability stall_permille / 1000 a cycle, from `seed`.
+// probability stall_permille / 1000 a cycle, from `seed`; with stalls, each
+// burst's latency up to half as long again, and the shell's port stalls
+// every channel the same way.
 void fcs_set_ports(fcs* f, unsigned latency, unsigned depth, unsigned stall_permille, uint64_t seed) {
     f->port_latency = latency;
     f->port_depth = depth == 0 ? 1 : depth;

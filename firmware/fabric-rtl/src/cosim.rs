@@ -110,14 +110,17 @@ pub enum CosimError {
     NoSuchSlot { slot: u8 },
 }
 
-/// How the engines' HP ports answer their reads.
+/// How the engines' HP ports answer their reads (and, with stalls, how the
+/// shell's port answers too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ports {
     /// Cycles from a burst's AR to its first beat.
     pub latency: u32,
     /// Bursts a port keeps outstanding.
     pub depth: u32,
-    /// Per mille of cycles ARREADY is low, and of beats held back a cycle.
+    /// Per mille of cycles ARREADY is low, and of beats held back a cycle;
+    /// with any, each burst's latency is up to half as long again, and the
+    /// shell's own port stalls every channel (AR, R, AW, W, B) the same way.
     pub stall_permille: u32,
     /// The stalls' generator's seed: a run repeats with it.
     pub seed: u64,
@@ -284,9 +287,8 @@ impl Cosim {
 }
 
 impl Cosim {
-    /// The waveform this fabric writes: with the model built with
-    /// `FABRIC_RTL_TRACE=1` and `FABRIC_RTL_TRACE` naming a directory at
-    /// run time, `DIR/cosim-PID-N.vcd`; else `None`.
+    /// The waveform this fabric writes: with `FABRIC_RTL_TRACE=DIR` set
+    /// when the model was built and now, `DIR/cosim-PID-N.vcd`; else `None`.
     pub fn trace_path(&self) -> Option<std::path::PathBuf> {
         // SAFETY: a live handle; the string lives as long as the handle,
         // and is copied before this returns.
@@ -305,7 +307,10 @@ impl Drop for Cosim {
         // panicking) keeps it, and says where.
         if let Some(path) = trace {
             if std::thread::panicking() {
-                eprintln!("fabric-rtl: the waveform of this fabric is {}", path.display());
+                eprintln!(
+                    "fabric-rtl: the waveform of this fabric is {}",
+                    path.display()
+                );
             } else {
                 let _ = std::fs::remove_file(&path);
             }
