@@ -394,7 +394,7 @@ def main():
             if report["method"] != "full" or not report.get("restart"):
                 raise Failed(f"not a full load that restarts the daemon: {answer}")
             after = fabric_log(board)[len(before):]
-            image = re.search(r"image (\d+): full, (\d+) bytes, kjv in slot 0", after)
+            image = re.search(r"image (\d+): full, (\d+) bytes, engine trigram v2 in every slot", after)
             if not image:
                 raise Failed(f"the device side was not handed the full image: {after!r}")
             board.wait_ready()
