@@ -160,6 +160,17 @@ impl SyncAttr {
     /// Writes `command` and waits until the attribute reads 0 again.
     fn run(&self, command: u64) -> Result<(), DmaError> {
         use std::fmt::Write as _;
+        // One command at a time in this process, from every mapping (the
+        // rings' and the tables' each have one): u-dma-buf takes a device's
+        // sync commands one at a time under its mutex, and the simulator's
+        // attribute is a file in which a second writer's command would
+        // overwrite the first's, its answer then taken for both. Nothing
+        // the lock guards can be left half done, so a poisoned lock is
+        // still good.
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _turn = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // On the stack: a drain syncs on every interrupt, and allocates
         // nothing. `0x`, 16 digits and a newline always fit.
         let mut text = heapless::String::<20>::new();
