@@ -29,7 +29,7 @@ async fn a_region_that_finds_no_manager_programs_nothing_and_the_load_says_so() 
     );
     let msg = r["error"]["message"].as_str().expect("message");
     assert!(
-        msg.contains("slot 1") && msg.contains("expected ready with"),
+        msg.contains("slot 1") && msg.contains("expected no model yet"),
         "the read-back names what the slot holds: {msg}"
     );
     assert_eq!(
