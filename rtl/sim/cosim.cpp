@@ -97,6 +97,15 @@ static unsigned roll(fcs* f) {
     return static_cast<unsigned>(((f->rng * 0x2545F4914F6CDD1DULL) >> 32) % 1000);
 }
 
+// With stalls on (fcs_set_ports): whether a channel stalls this cycle.
+static bool stalled(fcs* f) { return f->stall_permille > 0 && roll(f) < f->stall_permille; }
+
+// A burst's latency: with stalls on, one of its own, up to half as long
+// again as `latency`.
+static uint64_t burst_latency(fcs* f, unsigned latency) {
+    return latency + (f->stall_permille > 0 ? roll(f) * (latency / 2 + 1) / 1000 : 0);
+}
+
 // Bits [lo, lo + n) of a wide Verilated port (e_araddr: 40 bits a slot).
 static uint64_t bits(const VlWide<(40 * SLOTS + 31) / 32>& w, unsigned lo, unsigned n) {
     uint64_t v = 0;
@@ -171,10 +180,8 @@ static void advance_ports(fcs* f, const port_sample& p) {
             if (--port.q.front().left == 0) port.q.pop_front();
         }
         if (p.ar[s]) {
-            // With stalls on, a latency of its own for each burst (up to half
-            // as long again); bursts still answer in order.
-            uint64_t due = f->cycles + f->port_latency +
-                           (f->stall_permille ? roll(f) * (f->port_latency / 2 + 1) / 1000 : 0);
+            // Bursts answer in order, whatever their latencies.
+            uint64_t due = f->cycles + burst_latency(f, f->port_latency);
             if (!port.q.empty() && port.q.back().due > due) due = port.q.back().due;
             port.q.push_back({p.araddr[s], p.arlen[s] + 1, due});
         }
@@ -210,9 +217,8 @@ static void cycle(fcs* f) {
     // holds its READY low, and its beats and responses back, at random;
     // a VALID once raised holds until taken (the shell's master takes R
     // and B at once: its RREADY and BREADY are tied high).
-    bool stall = f->stall_permille > 0;
-    t->m_arready = !f->reading && !(stall && roll(f) < f->stall_permille);
-    t->m_rvalid = f->reading && f->r_wait == 0 && !(stall && roll(f) < f->stall_permille);
+    t->m_arready = !f->reading && !stalled(f);
+    t->m_rvalid = f->reading && f->r_wait == 0 && !stalled(f);
     if (t->m_rvalid) {
         uint32_t word = 0;
         int err = f->mem ? f->mem(f->mem_ctx, f->r_addr, &word, 0) : 1;
@@ -228,9 +234,9 @@ static void cycle(fcs* f) {
     for (unsigned s = 0; s < 8; s++)
         if (f->credits[s] != 0) gate |= 1u << s;
     t->step_gate = gate;
-    t->m_awready = !f->writing && !f->b_pending && !(stall && roll(f) < f->stall_permille);
-    t->m_wready = f->writing && !(stall && roll(f) < f->stall_permille);
-    t->m_bvalid = f->b_pending && !(stall && roll(f) < f->stall_permille);
+    t->m_awready = !f->writing && !f->b_pending && !stalled(f);
+    t->m_wready = f->writing && !stalled(f);
+    t->m_bvalid = f->b_pending && !stalled(f);
     t->m_bresp = f->w_err ? 3 : 0;
     drive_ports(f);
     if (in_reset) {
@@ -266,9 +272,7 @@ static void cycle(fcs* f) {
         f->reading = true;
         f->r_addr = araddr;
         f->r_left = arlen + 1;
-        // With stalls on, a latency of its own for each burst: up to half
-        // as long again.
-        f->r_wait = f->read_latency + (stall ? roll(f) * (f->read_latency / 2 + 1) / 1000 : 0);
+        f->r_wait = burst_latency(f, f->read_latency);
     }
     if (b) {
         f->b_pending = false;

@@ -612,20 +612,6 @@ impl Rotator {
 
     async fn restore(&self, slot: u8, model: &str) -> Result<(), RotationError> {
         let entry = self.catalog.get(model)?.clone();
-        // A load that never reached the slot (an overlay the kernel refused
-        // before programming anything) left it serving the model: nothing
-        // to put back, and committing it again would only stop it.
-        let here = self.shell.slot(slot);
-        if here.state == SlotState::Ready
-            && here.engine == Some(entry.engine)
-            && here.table_crc == entry.table.crc
-            && entry.identity.as_deref() == Some(here.identity.as_str())
-        {
-            self.sched
-                .begin_load(vec![slot], Arc::from(model), Duration::ZERO)
-                .await;
-            return Ok(());
-        }
         let table = tokio::task::block_in_place(|| image::check_table(&self.catalog, &entry))?;
         let checked = match self.runs_engine(slot, &entry) {
             true => None,
