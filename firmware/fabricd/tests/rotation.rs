@@ -498,6 +498,12 @@ async fn a_forced_load_over_a_decoding_request_waits_for_the_slot_to_shut_down()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupted_table_is_refused_before_anything_is_committed() {
     let d = Daemon::start(|_| {}, |_| {}).await;
+    // kjv's table checked once already (a switch there and back), so the
+    // one kept from then must not stand in for the file changed since.
+    for model in ["kjv", "fortunes"] {
+        let r = control(&d, json!({"cmd": "load", "model": model, "slot": 1})).await;
+        assert_eq!(r["data"]["report"]["method"], "switch", "{r}");
+    }
     let loads1 = loads(&d, 1);
     // The table changes on the card after the daemon read the catalog.
     let path = d.dir.path().join("lib/firmware/fabricd/kjv.ftb");

@@ -2,9 +2,12 @@
 //! shell before anything touches the fabric; the image then staged durably
 //! for the kernel.
 
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use fabric_hw::bitstream;
+use fabric_hw::contract::EngineId;
 use fabric_hw::devtree::Topology;
 use fabric_hw::shell::ShellInfo;
 use fabric_model::table::Table;
@@ -126,6 +129,106 @@ pub(super) fn check_table(
     })
 }
 
+/// Tables checked before, kept while their files stay as they were, so
+/// that switching back to a model need not check its table again: reading,
+/// hashing and parsing a table of a few megabytes is most of a switch on a
+/// board's Cortex-A9. A file is as it was when its device, inode, size and
+/// modification and change times are (a table written or replaced since
+/// is read afresh, as git's index trusts a file's stat), and the catalog
+/// still expects what it was checked against. At most `budget` bytes are
+/// kept; the tables least recently checked go first.
+#[derive(Debug)]
+pub(super) struct CheckedTables {
+    budget: usize,
+    kept: Mutex<Vec<Kept>>,
+}
+
+#[derive(Debug)]
+struct Kept {
+    path: PathBuf,
+    stamp: Stamp,
+    engine: EngineId,
+    table: Arc<CheckedTable>,
+}
+
+/// What a file's metadata says of its contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(path: &Path) -> Option<Stamp> {
+        let m = std::fs::metadata(path).ok()?;
+        Some(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
+impl CheckedTables {
+    pub fn new(budget: usize) -> CheckedTables {
+        CheckedTables {
+            budget,
+            kept: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// `model`'s table checked: the one kept if its file is as it was,
+    /// else read afresh and checked (`check_table`), and kept.
+    pub fn check(
+        &self,
+        catalog: &Catalog,
+        model: &CatalogModel,
+    ) -> Result<Arc<CheckedTable>, RotationError> {
+        let path = catalog.dir.join(&model.table.file);
+        // Before the read: a file written while it is read is read afresh
+        // next time.
+        let stamp = Stamp::of(&path);
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) = kept.iter().position(|k| {
+            k.path == path
+                && Some(k.stamp) == stamp
+                && k.engine == model.engine
+                && k.table.sha256 == model.table.sha256
+                && k.table.crc == model.table.crc
+                && Some(&k.table.identity) == model.identity.as_ref()
+        }) {
+            let k = kept.remove(at);
+            let table = k.table.clone();
+            kept.push(k);
+            return Ok(table);
+        }
+        kept.retain(|k| k.path != path);
+        drop(kept);
+        let table = Arc::new(check_table(catalog, model)?);
+        let Some(stamp) = stamp else {
+            return Ok(table);
+        };
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.retain(|k| k.path != path);
+        kept.push(Kept {
+            path,
+            stamp,
+            engine: model.engine,
+            table: table.clone(),
+        });
+        let mut total: usize = kept.iter().map(|k| k.table.bytes.len()).sum();
+        while total > self.budget && !kept.is_empty() {
+            total -= kept.remove(0).table.bytes.len();
+        }
+        Ok(table)
+    }
+}
+
 /// Writes `bytes` to `path` durably: a temporary file, synced, renamed.
 pub(super) fn stage(path: &Path, bytes: &[u8]) -> Result<(), RotationError> {
     let err = |source| RotationError::Stage {
@@ -144,4 +247,68 @@ pub(super) fn stage(path: &Path, bytes: &[u8]) -> Result<(), RotationError> {
     }
     std::fs::rename(&tmp, path).map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shipped catalog, copied into `dir` to be changed.
+    fn catalog_in(dir: &Path) -> Catalog {
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bitstreams");
+        for entry in std::fs::read_dir(shipped).expect("read") {
+            let entry = entry.expect("entry");
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).expect("copy");
+        }
+        Catalog::load(dir, None).expect("catalog")
+    }
+
+    #[test]
+    fn a_table_checked_before_is_kept_until_its_file_changes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cat = catalog_in(dir.path());
+        let kjv = cat.get("kjv").expect("kjv").clone();
+        let tables = CheckedTables::new(64 << 20);
+        let first = tables.check(&cat, &kjv).expect("checked");
+        let again = tables.check(&cat, &kjv).expect("checked");
+        assert!(Arc::ptr_eq(&first, &again), "the unchanged table is kept");
+
+        // Rewritten in place, the same length: read afresh, and refused.
+        let path = dir.path().join(&kjv.table.file);
+        let mut bytes = std::fs::read(&path).expect("read");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x01;
+        std::fs::write(&path, &bytes).expect("write");
+        let err = tables.check(&cat, &kjv).expect_err("changed");
+        assert!(err.to_string().contains("manifest expects"), "{err}");
+
+        // Put back: read afresh, and kept again.
+        bytes[last] ^= 0x01;
+        std::fs::write(&path, &bytes).expect("write");
+        let back = tables.check(&cat, &kjv).expect("checked");
+        assert!(!Arc::ptr_eq(&first, &back), "read afresh");
+        assert_eq!(back.bytes, first.bytes);
+    }
+
+    #[test]
+    fn tables_past_the_budget_are_let_go_least_recent_first() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cat = catalog_in(dir.path());
+        let kjv = cat.get("kjv").expect("kjv").clone();
+        let fortunes = cat.get("fortunes").expect("fortunes").clone();
+        let both = (kjv.table.bytes + fortunes.table.bytes) as usize;
+        let tables = CheckedTables::new(both - 1);
+        let k1 = tables.check(&cat, &kjv).expect("kjv");
+        let f1 = tables.check(&cat, &fortunes).expect("fortunes");
+        let f2 = tables.check(&cat, &fortunes).expect("fortunes");
+        assert!(Arc::ptr_eq(&f1, &f2), "the newest is kept");
+        let k2 = tables.check(&cat, &kjv).expect("kjv");
+        assert!(!Arc::ptr_eq(&k1, &k2), "the oldest was let go");
+
+        let tables = CheckedTables::new(both);
+        let k1 = tables.check(&cat, &kjv).expect("kjv");
+        tables.check(&cat, &fortunes).expect("fortunes");
+        let k2 = tables.check(&cat, &kjv).expect("kjv");
+        assert!(Arc::ptr_eq(&k1, &k2), "both fit");
+    }
 }

@@ -94,6 +94,11 @@ pub use error::{
     LoadReport, Program, RestartHandle, RotationConfig, RotationError, OVERLAY_PREFIX,
 };
 
+/// The most table bytes kept checked for switches back (`image::CheckedTables`):
+/// the catalog's two trigram tables several times over, and a small share
+/// of the daemon's 64 MiB.
+const CHECKED_TABLES_BYTES: usize = 16 << 20;
+
 /// Puts `model` into `slot`, which runs its engine, with no daemon around
 /// (`fabricd generate` on a board just booted): its table checked against
 /// the catalog, committed, the slot serving again. Blocks for the commit.
@@ -120,6 +125,8 @@ pub struct Rotator {
     shell: Arc<Shell>,
     /// The slots' table regions, and their commit.
     tables: Arc<Tables>,
+    /// Tables checked before, for switches back to their models.
+    checked: image::CheckedTables,
     topology: Topology,
     sched: Control,
     stats: Arc<StatsHandle>,
@@ -186,6 +193,7 @@ impl Rotator {
             catalog,
             shell,
             tables,
+            checked: image::CheckedTables::new(CHECKED_TABLES_BYTES),
             topology,
             sched,
             stats,
@@ -477,7 +485,7 @@ impl Rotator {
         &self,
         slot: u8,
         entry: &CatalogModel,
-        table: image::CheckedTable,
+        table: Arc<image::CheckedTable>,
         image: Option<&image::Checked>,
     ) -> Result<(&'static str, Duration, Duration), RotationError> {
         let t = Instant::now();
@@ -506,7 +514,7 @@ impl Rotator {
         route: bool,
     ) -> Result<LoadReport, RotationError> {
         let start = Instant::now();
-        let table = tokio::task::block_in_place(|| image::check_table(&self.catalog, entry))?;
+        let table = tokio::task::block_in_place(|| self.checked.check(&self.catalog, entry))?;
         let staged = table.sha256.clone();
         let checked = match reflash {
             true => Some(self.check(entry, slot, ImageKind::Partial)?),
@@ -612,7 +620,7 @@ impl Rotator {
 
     async fn restore(&self, slot: u8, model: &str) -> Result<(), RotationError> {
         let entry = self.catalog.get(model)?.clone();
-        let table = tokio::task::block_in_place(|| image::check_table(&self.catalog, &entry))?;
+        let table = tokio::task::block_in_place(|| self.checked.check(&self.catalog, &entry))?;
         let checked = match self.runs_engine(slot, &entry) {
             true => None,
             false => Some(self.check(&entry, slot, ImageKind::Partial)?),
@@ -645,7 +653,7 @@ impl Rotator {
         };
         let through_region = matches!(path, program::FullPath::Region(_));
         let checked = self.check(entry, 0, ImageKind::Full)?;
-        let table = tokio::task::block_in_place(|| image::check_table(&self.catalog, entry))?;
+        let table = tokio::task::block_in_place(|| self.checked.check(&self.catalog, entry))?;
         let slots: Vec<u8> = (0..self.shell.info().slots as u8).collect();
         let views = self.views();
         let replaced = views
@@ -756,7 +764,7 @@ impl Rotator {
             };
             let put = async {
                 let table =
-                    tokio::task::block_in_place(|| image::check_table(&self.catalog, &entry))?;
+                    tokio::task::block_in_place(|| self.checked.check(&self.catalog, &entry))?;
                 self.program_table(slot, table, entry.engine).await
             };
             match put.await {

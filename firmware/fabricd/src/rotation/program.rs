@@ -5,6 +5,7 @@
 //! writes block for the whole load, a commit for the table's read.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric_hw::contract::{EngineId, SlotState};
@@ -77,7 +78,7 @@ impl Rotator {
     pub(super) async fn program_table(
         &self,
         slot: u8,
-        table: CheckedTable,
+        table: Arc<CheckedTable>,
         engine: EngineId,
     ) -> Result<Duration, RotationError> {
         let shell = self.shell.clone();
