@@ -11,7 +11,7 @@
 #![no_main]
 
 use fabric_hw::sampling::Sampling;
-use fabric_model::table::{Table, TableError};
+use fabric_model::table::{Reader, Table, TableError};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {
