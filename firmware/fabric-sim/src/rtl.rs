@@ -33,8 +33,12 @@ use fabric_rtl::{Cosim, Memory};
 
 use crate::config::SimConfig;
 
-/// Cycles a tick runs while the fabric has work.
-const TICK_CYCLES: u64 = 2_000;
+/// Cycles a tick runs while the fabric has work. Short, because the gate
+/// opens only between ticks: a request's first step and its completion
+/// each wait up to a tick, and at Verilator's speed here a tick of 2,000
+/// cycles takes longer than a decode time. Each tick also mirrors the
+/// registers (about 250 cycles of AXI4-Lite).
+const TICK_CYCLES: u64 = 500;
 /// Cycles a load's steps run, for the slot to settle.
 const SETTLE_CYCLES: u64 = 200;
 /// What the Verilated shell is built with (`rtl/sim/fabric_cosim.v`).
@@ -230,10 +234,14 @@ impl RtlDevice {
     /// a step per decode time for each context it decodes (its active
     /// contexts, at most its lanes), as the Rust model makes a token per
     /// decode time for each running request. A lone request therefore
-    /// takes the model's time, not a quarter of it. Steps not taken do not
-    /// pile up: a slot holds at most one a decoding context (an idle slot
-    /// would otherwise start its next request with a run of instant
-    /// tokens, and a cancel would land late).
+    /// takes the model's time, not a quarter of it.
+    ///
+    /// Grants land only at ticks, `TICK_CYCLES` of RTL apart: what a slot
+    /// earned and was not granted carries to the next tick, or every token
+    /// would also wait out the rest of the tick its step came due in. What
+    /// carries is bounded (a step a decoding context) and an idle slot
+    /// banks nothing: its next request would otherwise start with a run of
+    /// instant tokens, and a cancel would land late.
     fn pace(&mut self, regs: &Mmio) {
         let now = std::time::Instant::now();
         let elapsed = now.duration_since(self.last).as_secs_f64();
@@ -244,12 +252,19 @@ impl RtlDevice {
         for s in 0..self.slots {
             let active = SlotRegs::of(s).active.get(regs);
             let decoding = u64::from(active.min(u32::from(self.lanes)));
-            let e = (self.earned[s] + elapsed * per_context * decoding as f64)
-                .min(decoding.max(1) as f64);
-            let whole = e.floor();
-            self.earned[s] = e - whole;
-            let held = self.cosim.credits(s as u8).unwrap_or(decoding);
-            let n = (whole as u64).min(decoding.saturating_sub(held));
+            if decoding == 0 {
+                self.earned[s] = 0.0;
+                continue;
+            }
+            // A tick can take longer than a decode time (Verilator's
+            // speed): then a context earns more than one step a tick, and
+            // takes them one after another within it.
+            let per_tick = (elapsed * per_context).ceil().max(1.0) as u64;
+            let most = decoding * per_tick;
+            let earned = self.earned[s] + elapsed * per_context * decoding as f64;
+            let held = self.cosim.credits(s as u8).unwrap_or(most);
+            let n = (earned.floor() as u64).min(most.saturating_sub(held));
+            self.earned[s] = (earned - n as f64).min(most as f64);
             if n > 0 {
                 self.cosim.grant(s as u8, Some(n));
             }
