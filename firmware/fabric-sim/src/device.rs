@@ -975,19 +975,25 @@ impl Fabric {
             return (header, Err(slot_error::TABLE_READ));
         };
         self.coherent_in(at, at + bytes as usize);
-        let table = Table {
-            words: (0..declared as usize)
-                .map(|i| self.dram_u32(at + 4 * i))
-                .collect(),
-        };
+        // The CRC over the table's bytes as they lie (its words little-endian,
+        // as `Table::crc` takes them), in one pass: no copy of the table
+        // into words, which on the real-kernel rig's one emulated core held
+        // the other slot's steps up for a large part of a second.
+        let crc = crc32fast::hash(&self.dram[at..at + bytes as usize]);
         let mut header = [0u32; HEADER_WORDS];
-        header.copy_from_slice(&table.words[..HEADER_WORDS]);
+        for (i, w) in header.iter_mut().enumerate() {
+            *w = self.dram_u32(at + 4 * i);
+        }
+        let identity = Table {
+            words: header.to_vec(),
+        }
+        .declared_identity();
         let slot_table = SlotTable {
             at,
             words: declared as usize,
             header,
-            crc: table.crc(),
-            identity: table.declared_identity(),
+            crc,
+            identity,
         };
         (bytes, Ok(slot_table))
     }
