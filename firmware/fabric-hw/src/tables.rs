@@ -20,10 +20,6 @@ use crate::contract::*;
 use crate::dma::{DmaBuf, DmaError};
 use crate::shell::{hex, Shell};
 
-/// The most bytes of a table cleaned by one u-dma-buf sync: a ring's sync
-/// waits behind at most this much cleaning.
-const SYNC_PIECE: u64 = 64 << 10;
-
 /// Why a table could not be put into a slot.
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
@@ -124,11 +120,7 @@ impl Tables {
     ///    then taken;
     /// 1. the table into the region, through the cached mapping;
     /// 2. the cache cleaned over it (u-dma-buf `sync_for_device`), if the
-    ///    buffer is not coherent: the engine reads DDR, not the CPU's cache.
-    ///    In pieces of `SYNC_PIECE`: u-dma-buf takes one sync at a time for
-    ///    the whole buffer, and the other slots' descriptors and
-    ///    completions wait behind each (a table's megabytes at once held
-    ///    them up for the whole clean);
+    ///    buffer is not coherent: the engine reads DDR, not the CPU's cache;
     /// 3. a write barrier, so the device cannot see the commit before the
     ///    table;
     /// 4. TABLE_BASE and TABLE_WORDS (the region's, which bounds every read
@@ -161,12 +153,7 @@ impl Tables {
         let at = self.offset(slot);
         let write = |source| TableError::Write { slot, source };
         self.dma.write(at, table).map_err(write)?;
-        let mut done = 0;
-        while done < bytes {
-            let piece = (bytes - done).min(SYNC_PIECE);
-            self.dma.sync_for_device(at + done, piece).map_err(write)?;
-            done += piece;
-        }
+        self.dma.sync_for_device(at, bytes).map_err(write)?;
         barrier::io_wmb();
         let phys = self.phys(slot);
         regs.table_base_lo.set(r, phys as u32);

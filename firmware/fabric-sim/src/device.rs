@@ -93,7 +93,22 @@ struct PendingCommit {
     until: Instant,
     /// The table, or the slot error reading it came to.
     result: Result<SlotTable, u8>,
+    /// The part of the table still to read, for its CRC.
+    reading: Option<TableRead>,
 }
+
+/// A table's read-in under way: the engine streams it from DDR through its
+/// own port while the other slots step, so it is read `READ_PIECE` bytes a
+/// tick, not in one go that would hold every slot's steps up.
+#[derive(Debug)]
+struct TableRead {
+    next: usize,
+    end: usize,
+    crc: crc32fast::Hasher,
+}
+
+/// The bytes of a table read in a tick.
+const READ_PIECE: usize = 64 << 10;
 
 #[derive(Debug, Default)]
 struct Slot {
@@ -726,6 +741,13 @@ impl Fabric {
         self.flush_slots();
         self.write_counters();
         let slots = &self.slots;
+        // A table being read in goes on at the next tick, at once.
+        if slots
+            .iter()
+            .any(|s| s.commit.as_ref().is_some_and(|p| p.reading.is_some()))
+        {
+            return Some(now);
+        }
         self.ctxs
             .iter()
             .flatten()
@@ -862,10 +884,40 @@ impl Fabric {
     /// as faults (their model is going). Any other slot refuses the commit
     /// (FAULT_CODE 7) and keeps what it held. Either way SLOT_COMMITTED
     /// takes the commit's value once done.
+    /// Reads the next piece of slot `s`'s table, if one is being read in;
+    /// returns whether any is left.
+    fn read_piece(&mut self, s: usize) -> bool {
+        let Some(read) = self.slots[s]
+            .commit
+            .as_ref()
+            .and_then(|p| p.reading.as_ref())
+        else {
+            return false;
+        };
+        let (start, end) = (read.next, (read.next + READ_PIECE).min(read.end));
+        self.coherent_in(start, end);
+        let Some(p) = self.slots[s].commit.as_mut() else {
+            return false;
+        };
+        let Some(read) = p.reading.as_mut() else {
+            return false;
+        };
+        // Its words little-endian, as they lie: as `Table::crc` takes them.
+        read.crc.update(&self.dram[start..end]);
+        read.next = end;
+        if end < read.end {
+            return true;
+        }
+        if let (Some(read), Ok(table)) = (p.reading.take(), p.result.as_mut()) {
+            table.crc = read.crc.finalize();
+        }
+        false
+    }
+
     fn commits(&mut self, now: Instant) {
         for s in 0..self.slots.len() {
             if let Some(until) = self.slots[s].commit.as_ref().map(|p| p.until) {
-                if until > now {
+                if self.read_piece(s) || until > now {
                     continue;
                 }
                 let Some(p) = self.slots[s].commit.take() else {
@@ -927,10 +979,16 @@ impl Fabric {
             slot.loads = slot.loads.wrapping_add(1);
             slot.table = None;
             slot.dirty = true;
+            let reading = result.as_ref().ok().map(|t| TableRead {
+                next: t.at,
+                end: t.at + bytes as usize,
+                crc: crc32fast::Hasher::new(),
+            });
             slot.commit = Some(PendingCommit {
                 value: commit,
                 until: now + time,
                 result,
+                reading,
             });
             self.bump_event();
         }
@@ -974,12 +1032,6 @@ impl Fabric {
         let Some(at) = self.dram_offset(base, bytes) else {
             return (header, Err(slot_error::TABLE_READ));
         };
-        self.coherent_in(at, at + bytes as usize);
-        // The CRC over the table's bytes as they lie (its words little-endian,
-        // as `Table::crc` takes them), in one pass: no copy of the table
-        // into words, which on the real-kernel rig's one emulated core held
-        // the other slot's steps up for a large part of a second.
-        let crc = crc32fast::hash(&self.dram[at..at + bytes as usize]);
         let mut header = [0u32; HEADER_WORDS];
         for (i, w) in header.iter_mut().enumerate() {
             *w = self.dram_u32(at + 4 * i);
@@ -988,11 +1040,12 @@ impl Fabric {
             words: header.to_vec(),
         }
         .declared_identity();
+        // The CRC comes as the rest is read (`read_piece`).
         let slot_table = SlotTable {
             at,
             words: declared as usize,
             header,
-            crc,
+            crc: 0,
             identity,
         };
         (bytes, Ok(slot_table))
