@@ -876,14 +876,6 @@ impl Fabric {
         }
     }
 
-    /// TABLE_COMMIT (section 7, "Committing a table"): a slot quiesced with
-    /// nothing outstanding, holding an engine, reads the table at
-    /// TABLE_BASE in, its header checked and every read bounded by
-    /// TABLE_WORDS, its CRC computed as the words come, at the HP port's
-    /// pace (`--table-bytes-per-sec`); the requests its contexts held end
-    /// as faults (their model is going). Any other slot refuses the commit
-    /// (FAULT_CODE 7) and keeps what it held. Either way SLOT_COMMITTED
-    /// takes the commit's value once done.
     /// Reads the next piece of slot `s`'s table, if one is being read in;
     /// returns whether any is left.
     fn read_piece(&mut self, s: usize) -> bool {
@@ -914,6 +906,14 @@ impl Fabric {
         false
     }
 
+    /// TABLE_COMMIT (section 7, "Committing a table"): a slot quiesced with
+    /// nothing outstanding, holding an engine, reads the table at
+    /// TABLE_BASE in, its header checked and every read bounded by
+    /// TABLE_WORDS, its CRC computed as the words come, at the HP port's
+    /// pace (`--table-bytes-per-sec`); the requests its contexts held end
+    /// as faults (their model is going). Any other slot refuses the commit
+    /// (FAULT_CODE 7) and keeps what it held. Either way SLOT_COMMITTED
+    /// takes the commit's value once done.
     fn commits(&mut self, now: Instant) {
         for s in 0..self.slots.len() {
             if let Some(until) = self.slots[s].commit.as_ref().map(|p| p.until) {
