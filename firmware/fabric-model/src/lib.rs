@@ -9,6 +9,8 @@
 //! - [`tokenizer`]: pieces, byte fallback, encode and decode. The daemon
 //!   loads the tokenizer file named in the manifest: on a board the fabric
 //!   takes token ids, and the vocabulary travels beside the bitstream.
+//! - [`corpus`]: documents and the vocabulary they make, for every
+//!   model builder.
 //! - [`ngram`]: counting, pruning and sampling.
 //! - [`table`]: the model as the fabric's engine reads it from DDR, word by
 //!   word: what a catalog ships as a model (format FTB2).
@@ -18,6 +20,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod corpus;
 pub mod image;
 pub mod ngram;
 pub mod table;

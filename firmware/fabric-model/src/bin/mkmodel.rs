@@ -5,14 +5,14 @@
 //! by a line holding only the separator (default `%`, as in fortune files).
 //! `scripts/build-models` prepares the corpora and writes the manifest.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use fabric_model::ngram::{Model, Pruning};
 use fabric_model::table::Table;
-use fabric_model::tokenizer::{pre_tokenize, Tokenizer, FIRST_PIECE};
+use fabric_model::corpus::{records, vocabulary};
+use fabric_model::tokenizer::FIRST_PIECE;
 
 #[derive(Parser, Debug)]
 #[command(about = "Build a fabricd model table and tokenizer from a corpus")]
@@ -46,24 +46,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let docs: Vec<&str> = text
-        .split(&format!("\n{}\n", args.separator))
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .collect();
-    let mut freq: HashMap<&str, u64> = HashMap::new();
-    for d in &docs {
-        for p in pre_tokenize(d) {
-            if p.len() > 1 {
-                *freq.entry(p).or_default() += 1;
-            }
-        }
-    }
-    let mut pieces: Vec<(&str, u64)> = freq.into_iter().filter(|(_, c)| *c >= 2).collect();
-    pieces.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    pieces.truncate(args.pieces);
-    pieces.sort_by(|a, b| a.0.cmp(b.0));
-    let tokenizer = Tokenizer::new(pieces.iter().map(|(p, _)| p.as_bytes().to_vec()).collect());
+    let docs = records(&text, &args.separator);
+    let tokenizer = vocabulary(docs.iter().copied(), args.pieces);
     let encoded: Vec<Vec<u32>> = docs.iter().map(|d| tokenizer.encode(d)).collect();
     let model = Model::train(
         &args.name,
