@@ -121,6 +121,8 @@ def main():
         "heldout_nll": nll,
         "ppl_per_token": math.exp(nll / count),
         "ppl_per_byte": math.exp(nll / split["heldout"]["bytes"]),
+        "heldout_words": split["heldout"]["words"],
+        "ppl_per_word": math.exp(nll / split["heldout"]["words"]),
     }
     torch.save({"shape": shape.as_dict(), "state": model.state_dict(), "result": result}, args.out)
     print("train: " + json.dumps(result), flush=True)

@@ -7,8 +7,9 @@
 //! word is a piece because it was held out. Out: `NAME.tok`, `train.u16`
 //! and `heldout.u16` (token ids, little-endian, each document followed by
 //! end-of-text; the training stream also starts with one) and `split.json`
-//! (documents, tokens and UTF-8 bytes of each side; a document's bytes
-//! count one more, for its end-of-text, which every model also predicts).
+//! (documents, tokens, UTF-8 bytes and words between white space of each
+//! side; a document's bytes and words count one more, for its end-of-text,
+//! which every model also predicts).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -82,11 +83,12 @@ fn run(args: &Args) -> Result<(), String> {
         if lead {
             ids.push(EOS);
         }
-        let mut bytes = 0;
+        let (mut bytes, mut words) = (0, 0);
         for (_, d) in docs.iter() {
             ids.extend(tokenizer.encode(d));
             ids.push(EOS);
             bytes += d.len() + 1;
+            words += d.split_whitespace().count() + 1;
         }
         let raw: Vec<u8> = ids
             .iter()
@@ -95,7 +97,7 @@ fn run(args: &Args) -> Result<(), String> {
             .collect();
         write(&format!("{side}.u16"), &raw)?;
         sides.push(format!(
-            "\"{side}\": {{\"documents\": {}, \"tokens\": {}, \"bytes\": {bytes}}}",
+            "\"{side}\": {{\"documents\": {}, \"tokens\": {}, \"bytes\": {bytes}, \"words\": {words}}}",
             docs.len(),
             ids.len() - usize::from(lead)
         ));
