@@ -80,6 +80,13 @@ impl EngineId {
         version: 2,
     };
 
+    /// The int8 transformer that streams its weights from DDR (weights
+    /// format FLM1, contract section 10).
+    pub const TRANSFORMER_V1: EngineId = EngineId {
+        kind: 2,
+        version: 1,
+    };
+
     /// Decodes `SLOT_ENGINE`; `None` for 0: no module in the slot.
     pub fn decode(value: u32) -> Option<EngineId> {
         (value != 0).then_some(EngineId {
@@ -97,6 +104,7 @@ impl EngineId {
     pub fn kind_name(self) -> String {
         match self.kind {
             1 => "trigram".into(),
+            2 => "transformer".into(),
             k => format!("kind-{k}"),
         }
     }

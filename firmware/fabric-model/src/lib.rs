@@ -11,6 +11,7 @@
 //!   takes token ids, and the vocabulary travels beside the bitstream.
 //! - [`corpus`]: documents and the vocabulary they make, for every
 //!   model builder.
+//! - [`lm`]: the transformer in integers (contract section 10).
 //! - [`ngram`]: counting, pruning and sampling.
 //! - [`table`]: the model as the fabric's engine reads it from DDR, word by
 //!   word: what a catalog ships as a model (format FTB2).
@@ -22,6 +23,7 @@
 
 pub mod corpus;
 pub mod image;
+pub mod lm;
 pub mod ngram;
 pub mod table;
 pub mod tokenizer;

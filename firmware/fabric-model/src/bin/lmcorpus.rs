@@ -58,12 +58,15 @@ fn run(args: &Args) -> Result<(), String> {
     let text = std::fs::read_to_string(&args.corpus)
         .map_err(|e| format!("reading {}: {e}", args.corpus.display()))?;
     let docs = records(&text, &args.separator);
-    let (held, train): (Vec<(usize, &str)>, Vec<(usize, &str)>) = docs
-        .iter()
-        .copied()
-        .enumerate()
-        .partition(|(i, _)| i % HOLD_OUT_EVERY == HOLD_OUT_AT);
-    let tokenizer = vocabulary(train.iter().map(|(_, d)| *d), args.pieces);
+    let (mut held, mut train): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    for (i, d) in docs.iter().enumerate() {
+        if i % HOLD_OUT_EVERY == HOLD_OUT_AT {
+            held.push(d);
+        } else {
+            train.push(d);
+        }
+    }
+    let tokenizer = vocabulary(train.iter().copied(), args.pieces);
     if tokenizer.vocab_size() > u32::from(u16::MAX) {
         return Err(format!(
             "a vocabulary of {} does not fit 16-bit ids",
@@ -84,7 +87,7 @@ fn run(args: &Args) -> Result<(), String> {
             ids.push(EOS);
         }
         let (mut bytes, mut words) = (0, 0);
-        for (_, d) in docs.iter() {
+        for d in docs.iter() {
             ids.extend(tokenizer.encode(d));
             ids.push(EOS);
             bytes += d.len() + 1;

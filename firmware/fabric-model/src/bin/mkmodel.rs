@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use fabric_model::corpus::{records, vocabulary};
 use fabric_model::ngram::{Model, Pruning};
 use fabric_model::table::Table;
-use fabric_model::corpus::{records, vocabulary};
 use fabric_model::tokenizer::FIRST_PIECE;
 
 #[derive(Parser, Debug)]
