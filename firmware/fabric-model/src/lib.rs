@@ -9,6 +9,8 @@
 //! - [`tokenizer`]: pieces, byte fallback, encode and decode. The daemon
 //!   loads the tokenizer file named in the manifest: on a board the fabric
 //!   takes token ids, and the vocabulary travels beside the bitstream.
+//! - [`committed`]: what every model file a slot commits has in common,
+//!   checked by its format.
 //! - [`corpus`]: documents and the vocabulary they make, for every
 //!   model builder.
 //! - [`lm`]: the transformer in integers (contract section 10).
@@ -21,6 +23,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod committed;
 pub mod corpus;
 pub mod image;
 pub mod lm;

@@ -16,6 +16,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric_hw::contract::*;
@@ -23,9 +24,11 @@ use fabric_hw::dma::{decode_sync_command, DmaBuf, SyncDirection};
 use fabric_hw::mmio::{Mmio, RegisterWindow};
 use fabric_hw::sampling::{Sampling, SplitMix64};
 use fabric_hw::shell::Counters;
+use fabric_model::lm::Weights;
 use fabric_model::table::{Reader, Table, TableError, HEADER_WORDS};
 
 use crate::config::SimConfig;
+use crate::engine::{LmContext, LmNext};
 
 /// An engine programmed into a slot: what a partial image carries
 /// (contract 2.0). Its model comes later, as a table committed from DDR.
@@ -52,6 +55,9 @@ struct SlotTable {
     /// What the table declares in its words 8..16 (SLOT_IDENTITY): declared,
     /// not computed.
     identity: [u8; 32],
+    /// A transformer's weights, read from DDR as the read-in ended
+    /// (section 10); `None` for a trigram table, read at every step.
+    lm: Option<Arc<Weights>>,
 }
 
 /// A slot's table as its engine reads it at a step: the header it kept,
@@ -153,9 +159,11 @@ struct Ctx {
     /// When its next token is due (meaningful while running).
     next_due: Instant,
     prompt_len: u32,
-    /// The context: the last two tokens, the random stream, the sampling.
+    /// The context: the last two tokens (a trigram's), or the sequence and
+    /// cache (a transformer's), the random stream, the sampling.
     a: u32,
     b: u32,
+    lm: Option<Box<LmContext>>,
     rng: SplitMix64,
     sampling: Sampling,
     produced: u32,
@@ -926,7 +934,16 @@ impl Fabric {
                 let slot = &mut self.slots[s];
                 slot.committed = p.value;
                 slot.dirty = true;
-                match p.result {
+                let transformer = slot
+                    .loaded
+                    .as_ref()
+                    .is_some_and(|l| l.engine == EngineId::TRANSFORMER_V1);
+                let result = match p.result {
+                    Ok(t) if transformer => self.read_weights(t),
+                    other => other,
+                };
+                let slot = &mut self.slots[s];
+                match result {
                     Ok(t) => {
                         slot.table = Some(t);
                         slot.state = SlotState::Ready;
@@ -970,7 +987,8 @@ impl Fabric {
                 | (u64::from(regs.table_base_hi.get(self.r())) << 32);
             let region_words = regs.table_words.get(self.r());
             self.abort_slot(s);
-            let (bytes, result) = self.read_table(base, region_words);
+            let engine = self.slots[s].loaded.as_ref().map(|l| l.engine);
+            let (bytes, result) = self.read_table(base, region_words, engine);
             let time = self.config.scaled(Duration::from_secs_f64(
                 bytes as f64 / self.config.table_bytes_per_sec.max(1) as f64,
             ));
@@ -998,7 +1016,12 @@ impl Fabric {
     /// words it declares, every read bounded by the region's `region_words`
     /// and answered with a bus error outside DDR. Returns the bytes read and
     /// the table, or the slot error it came to.
-    fn read_table(&mut self, base: u64, region_words: u32) -> (u64, Result<SlotTable, u8>) {
+    fn read_table(
+        &mut self,
+        base: u64,
+        region_words: u32,
+        engine: Option<EngineId>,
+    ) -> (u64, Result<SlotTable, u8>) {
         let header = HEADER_WORDS as u64 * 4;
         if u64::from(region_words) < HEADER_WORDS as u64 {
             return (0, Err(slot_error::TABLE_READ));
@@ -1012,14 +1035,33 @@ impl Fabric {
                 .map(|i| self.dram_u32(at + 4 * i))
                 .collect(),
         };
-        let declared = match head.check() {
-            Ok(_) => head.words[2],
-            Err(TableError::Length { .. }) if head.words[2] as usize >= HEADER_WORDS => {
-                head.words[2]
-            }
-            Err(e) => {
-                log::warn!("fabric-sim: a committed table: {e}");
+        let declared = if engine == Some(EngineId::TRANSFORMER_V1) {
+            // Section 10: the weights' magic, engine and length now; their
+            // shape and identity as the read-in ends.
+            let w = &head.words;
+            if w[0] != fabric_model::lm::weights::MAGIC
+                || w[1] != EngineId::TRANSFORMER_V1.encode()
+                || (w[2] as usize) < HEADER_WORDS
+            {
+                log::warn!(
+                    "fabric-sim: a committed table is not transformer weights (words {:#010x} {:#010x} {})",
+                    w[0],
+                    w[1],
+                    w[2]
+                );
                 return (header, Err(slot_error::BAD_TABLE));
+            }
+            w[2]
+        } else {
+            match head.check() {
+                Ok(_) => head.words[2],
+                Err(TableError::Length { .. }) if head.words[2] as usize >= HEADER_WORDS => {
+                    head.words[2]
+                }
+                Err(e) => {
+                    log::warn!("fabric-sim: a committed table: {e}");
+                    return (header, Err(slot_error::BAD_TABLE));
+                }
             }
         };
         if declared > region_words {
@@ -1047,8 +1089,26 @@ impl Fabric {
             header,
             crc: 0,
             identity,
+            lm: None,
         };
         (bytes, Ok(slot_table))
+    }
+
+    /// A transformer's weights, read in whole: parsed from DDR and checked
+    /// (shape, size, the identity they declare against their words), or
+    /// the slot error they come to.
+    fn read_weights(&self, mut t: SlotTable) -> Result<SlotTable, u8> {
+        let words: Vec<u32> = (0..t.words).map(|i| self.dram_u32(t.at + 4 * i)).collect();
+        match Weights::from_words(&words) {
+            Ok(w) => {
+                t.lm = Some(Arc::new(w));
+                Ok(t)
+            }
+            Err(e) => {
+                log::warn!("fabric-sim: committed weights: {e}");
+                Err(slot_error::BAD_TABLE)
+            }
+        }
     }
 
     /// Rewrites the registers of slots that changed.
@@ -1188,6 +1248,11 @@ impl Fabric {
                 .last()
                 .copied()
                 .unwrap_or(fabric_model::tokenizer::EOS),
+            lm: self.slots[slot]
+                .table
+                .as_ref()
+                .and_then(|t| t.lm.clone())
+                .map(|w| Box::new(LmContext::new(w, &prompt))),
             rng: SplitMix64(sqe.seed),
             sampling: Sampling::from_f32(sqe.temperature),
             produced: 0,
@@ -1265,24 +1330,46 @@ impl Fabric {
                     // contexts end (a load or a commit aborts them).
                     break;
                 };
-                let words = DramWords {
-                    table,
-                    dram: &self.dram,
-                    cpu: self.config.dma_coherent.then_some(&self.cpu_view),
-                };
-                let token = match words.step(c.a, c.b, c.rng.next(), c.sampling) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        // A table read that failed: the request ends as a
-                        // fault, and the slot is in error until loaded again.
-                        let (due, slot) = (c.next_due, c.slot);
-                        log::warn!("fabric-sim: slot {slot}: {e}");
-                        self.fault(FaultCode::TableRead);
-                        self.finish(i, CqeStatus::Fault, Finish::None, due);
-                        self.slots[slot].state = SlotState::Error(slot_error::TABLE_READ);
-                        self.slots[slot].dirty = true;
-                        self.bump_event();
-                        break;
+                let token = if let Some(lm) = c.lm.as_mut() {
+                    match lm.next(c.rng.next(), c.sampling) {
+                        LmNext::Token(t) => t,
+                        LmNext::Full => {
+                            let due = c.next_due;
+                            self.finish(i, CqeStatus::Ok, Finish::Length, due);
+                            break;
+                        }
+                        LmNext::BadToken(t) => {
+                            let due = c.next_due;
+                            log::warn!(
+                                "fabric-sim: tag {}: prompt token {t} is outside the vocabulary",
+                                c.tag
+                            );
+                            self.fault(FaultCode::DecoderFault);
+                            self.finish(i, CqeStatus::Fault, Finish::None, due);
+                            break;
+                        }
+                    }
+                } else {
+                    let words = DramWords {
+                        table,
+                        dram: &self.dram,
+                        cpu: self.config.dma_coherent.then_some(&self.cpu_view),
+                    };
+                    match words.step(c.a, c.b, c.rng.next(), c.sampling) {
+                        Ok(t) => t,
+                        Err(e) => {
+                            // A table read that failed: the request ends as a
+                            // fault, and the slot is in error until loaded
+                            // again.
+                            let (due, slot) = (c.next_due, c.slot);
+                            log::warn!("fabric-sim: slot {slot}: {e}");
+                            self.fault(FaultCode::TableRead);
+                            self.finish(i, CqeStatus::Fault, Finish::None, due);
+                            self.slots[slot].state = SlotState::Error(slot_error::TABLE_READ);
+                            self.slots[slot].dirty = true;
+                            self.bump_event();
+                            break;
+                        }
                     }
                 };
                 (c.a, c.b) = (c.b, token);

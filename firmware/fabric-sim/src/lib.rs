@@ -33,6 +33,7 @@
 
 pub mod config;
 pub mod device;
+mod engine;
 mod irq;
 pub mod kernel;
 pub mod layout;

@@ -20,8 +20,9 @@ const PATH: &[&str] = &[
     // The kernel's side: the real-kernel rig's PL, and the FPGA manager and
     // configfs of the simulated board.
     "kernel", "reconfig",
-    // The fabric: the register window's device side, and the RTL it may be.
-    "device", "rtl",
+    // The fabric: the register window's device side, the transformer
+    // engine's contexts, and the RTL it may be.
+    "device", "engine", "rtl",
     // The board's files, laid out; the configuration; the kernel's rules
     // the simulated board keeps.
     "layout", "config", "rules",

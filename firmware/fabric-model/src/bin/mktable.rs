@@ -1,4 +1,5 @@
-//! Prints what a model's table (`.ftb`) holds: its size, the identity it
+//! Prints what a model's table (`.ftb`, or a transformer's weights, `.flm`)
+//! holds: its size, the identity it
 //! declares (what a slot holding it reports in `SLOT_IDENTITY`, checked
 //! against the SHA-256 it should be) and its CRC-32 (what the slot's engine
 //! computes reading it in, `SLOT_TABLE_CRC`), as `scripts/build-models`
@@ -31,6 +32,13 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), String> {
     let name = args.input.display();
     let bytes = std::fs::read(&args.input).map_err(|e| format!("reading {name}: {e}"))?;
+    if bytes.get(..4) == Some(&fabric_model::lm::weights::MAGIC.to_le_bytes()[..]) {
+        // Transformer weights: reading them checks the identity they declare.
+        let c = fabric_model::committed::read(&bytes).map_err(|e| format!("{name}: {e}"))?;
+        let id: String = c.identity.iter().map(|b| format!("{b:02x}")).collect();
+        println!("words={} crc={:#010x} identity={id}", c.words, c.crc);
+        return Ok(());
+    }
     let table = Table::from_bytes(&bytes).map_err(|e| format!("{name}: {e}"))?;
     if table.declared_identity() != table.identity() {
         return Err(format!(

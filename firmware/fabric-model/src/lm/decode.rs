@@ -191,6 +191,42 @@ pub fn pick(logits: &[i32], draw: u64, sampling: Sampling) -> u32 {
     order.clone().nth(n).unwrap_or(best) as u32
 }
 
+/// The tokens a request gets, as an engine makes them: end-of-text and the
+/// prompt fed from position 0, then up to `n` tokens drawn with section 8's
+/// stream seeded by `seed`, each fed before the next draw, ending at
+/// `stop` (included) or when the context is full. The reference the
+/// simulator's and the RTL's engines are checked against.
+pub fn generate(
+    w: &Weights,
+    prompt: &[u32],
+    n: u32,
+    temperature: f32,
+    seed: u64,
+    stop: u32,
+) -> Result<Vec<u32>, StepError> {
+    let mut cache = w.cache();
+    let mut rng = sampling::SplitMix64(seed);
+    let sampling = Sampling::from_f32(temperature);
+    let mut logits = w.step(&mut cache, crate::tokenizer::EOS)?;
+    for &t in prompt {
+        logits = w.step(&mut cache, t)?;
+    }
+    let mut out = Vec::new();
+    while out.len() < n as usize {
+        let t = pick(&logits, rng.next(), sampling);
+        out.push(t);
+        if t == stop || out.len() == n as usize {
+            break;
+        }
+        logits = match w.step(&mut cache, t) {
+            Ok(l) => l,
+            Err(StepError::Full { .. }) => break,
+            Err(e) => return Err(e),
+        };
+    }
+    Ok(out)
+}
+
 /// The logits' natural-log probability of `token`, exactly from the
 /// integers (for perplexity; the engine samples with [`pick`]).
 pub fn log_prob(logits: &[i32], token: u32) -> f64 {

@@ -15,7 +15,7 @@ pub mod arith;
 pub mod decode;
 pub mod weights;
 
-pub use decode::{pick, Cache, StepError};
+pub use decode::{generate, pick, Cache, StepError};
 pub use weights::{Shape, Weights, WeightsError};
 
 use fabric_hw::sampling::SplitMix64;

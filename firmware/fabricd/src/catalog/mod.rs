@@ -36,7 +36,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fabric_hw::contract::EngineId;
-use fabric_model::table::Table;
 use fabric_model::Tokenizer;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -286,6 +285,10 @@ pub struct CatalogModel {
     /// What a slot holding the model reports in SLOT_IDENTITY: the identity
     /// its table declares.
     pub identity: Option<String>,
+    /// The most positions a sequence holds, its prompt and output together:
+    /// a transformer's context (contract section 10); `None` for a trigram
+    /// table, which keeps only the last two tokens.
+    pub context: Option<u32>,
     /// Why the model cannot be used, if it cannot.
     pub problem: Option<CatalogError>,
 }
@@ -488,6 +491,7 @@ impl Catalog {
             },
             tokenizer: None,
             identity: Some(entry.identity.trim().to_ascii_lowercase()),
+            context: None,
             problem: None,
         };
         let mut problem = |p: CatalogError| {
@@ -528,7 +532,10 @@ impl Catalog {
         }
         let table_path = dir.join(&entry.table);
         match read_table(&table_path, &entry) {
-            Ok(bytes) => model.table.bytes = bytes,
+            Ok(table) => {
+                model.table.bytes = table.words as u64 * 4;
+                model.context = table.context.map(|c| c as u32);
+            }
             Err(e) => problem(e),
         }
         if let Some(p) = &model.problem {
@@ -569,29 +576,32 @@ impl Catalog {
 
 /// Reads a model's table, checks its SHA-256 against the manifest, the
 /// table as its engine would (magic, engine, length), and the identity it
-/// declares and the CRC it has against the manifest's. Returns its length.
-fn read_table(path: &Path, entry: &ModelEntry) -> Result<u64, CatalogError> {
+/// declares and the CRC it has against the manifest's.
+fn read_table(
+    path: &Path,
+    entry: &ModelEntry,
+) -> Result<fabric_model::committed::Committed, CatalogError> {
     let bytes = read_checked(path, &entry.table_sha256)?;
     let bad = |problem: String| CatalogError::Table {
         path: path.to_owned(),
         problem,
     };
-    let table = Table::from_bytes(&bytes).map_err(|e| bad(e.to_string()))?;
-    let declared = fabric_hw::shell::hex(&table.declared_identity());
+    let table = fabric_model::committed::read(&bytes).map_err(|e| bad(e.to_string()))?;
+    let declared = fabric_hw::shell::hex(&table.declared_identity);
     if !declared.eq_ignore_ascii_case(entry.identity.trim()) {
         return Err(bad(format!(
             "it declares identity {declared}, the manifest says {}",
             entry.identity.trim()
         )));
     }
-    let crc = table.crc();
+    let crc = table.crc;
     if crc != entry.table_crc {
         return Err(bad(format!(
             "its CRC-32 is {crc:#010x}, the manifest says {:#010x}",
             entry.table_crc
         )));
     }
-    Ok(bytes.len() as u64)
+    Ok(table)
 }
 
 /// Reads a file and checks its SHA-256 against the manifest.

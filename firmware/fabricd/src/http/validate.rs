@@ -172,15 +172,44 @@ pub(super) fn validate(
             ),
         ));
     }
+    // A transformer's sequence holds its prompt and its output (contract
+    // section 10): what is left of it after the prompt.
+    let room = match model.context {
+        Some(context) if prompt.len() >= context as usize => {
+            return Err(Outcome::invalid(
+                "prompt",
+                format!(
+                    "the prompt is {} tokens; model {} holds {context} positions, for the \
+                     prompt and max_tokens together",
+                    prompt.len(),
+                    model.name
+                ),
+            ));
+        }
+        Some(context) => context - prompt.len() as u32,
+        None => u32::MAX,
+    };
     let max_tokens = request
         .max_tokens
-        .unwrap_or(app.config.default_max_tokens.min(info.max_output));
+        .unwrap_or(app.config.default_max_tokens.min(info.max_output).min(room));
     if max_tokens > info.max_output {
         return Err(Outcome::invalid(
             "max_tokens",
             format!(
                 "max_tokens {max_tokens} is beyond the fabric's limit of {}",
                 info.max_output
+            ),
+        ));
+    }
+    if max_tokens > room {
+        return Err(Outcome::invalid(
+            "max_tokens",
+            format!(
+                "max_tokens {max_tokens} after a prompt of {} tokens passes model {}'s \
+                 context of {} positions (the prompt and max_tokens together)",
+                prompt.len(),
+                model.name,
+                prompt.len() as u32 + room
             ),
         ));
     }

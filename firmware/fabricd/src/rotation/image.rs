@@ -10,7 +10,6 @@ use fabric_hw::bitstream;
 use fabric_hw::contract::EngineId;
 use fabric_hw::devtree::Topology;
 use fabric_hw::shell::ShellInfo;
-use fabric_model::table::Table;
 
 use super::RotationError;
 use crate::catalog::{self, gate, Catalog, CatalogModel, ImageKind};
@@ -100,19 +99,16 @@ pub(super) fn check_table(
         path: path.clone(),
         problem,
     };
-    let table = Table::from_bytes(&bytes).map_err(|e| bad(e.to_string()))?;
-    if table.engine_word() != model.engine.encode() {
+    let table = fabric_model::committed::read(&bytes).map_err(|e| bad(e.to_string()))?;
+    if table.engine_word != model.engine.encode() {
         return Err(bad(format!(
             "it is for engine {:#010x}; model {} runs on {} ({})",
-            table.engine_word(),
-            model.name,
-            model.engine_name,
-            model.engine
+            table.engine_word, model.name, model.engine_name, model.engine
         ))
         .into());
     }
-    let identity = fabric_hw::shell::hex(&table.declared_identity());
-    let crc = table.crc();
+    let identity = fabric_hw::shell::hex(&table.declared_identity);
+    let crc = table.crc;
     if Some(&identity) != model.identity.as_ref() || crc != model.table.crc {
         return Err(bad(format!(
             "identity {identity} and CRC {crc:#010x}; the manifest says {} and {:#010x}",

@@ -1,0 +1,84 @@
+//! The transformer served by the daemon (contract section 10): listed as
+//! one, loaded into a slot by partial reconfiguration, its completions the
+//! integer definition's to the token, and a request its context cannot hold
+//! refused by name before it reaches the fabric.
+
+mod common;
+
+use common::{bitstreams, control, get, post_json, Daemon};
+use fabric_hw::contract::NO_STOP_TOKEN;
+use fabric_model::lm::{generate, Weights};
+use fabric_model::Tokenizer;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_transformer_is_listed_loaded_and_served_as_its_definition_gives() {
+    let d = Daemon::start(|_| {}, |_| {}).await;
+    let models = get(d.addr, "/v1/models").await.expect("models").json();
+    let lm = models["data"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|m| m["id"] == "kjv-lm")
+        .expect("kjv-lm is listed")
+        .clone();
+    assert!(
+        lm["description"]
+            .as_str()
+            .is_some_and(|s| s.contains("transformer")),
+        "{lm}"
+    );
+    // Slot 1 holds the trigram engine: the load reflashes it.
+    let r = control(&d, json!({"cmd": "load", "model": "kjv-lm", "slot": 1})).await;
+    assert_eq!(r["ok"], true, "{r}");
+
+    let prompt = "In the beginning God created the";
+    let reply = post_json(
+        d.addr,
+        json!({"model": "kjv-lm", "prompt": prompt, "max_tokens": 12, "temperature": 0}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let weights = Weights::from_bytes(
+        &std::fs::read(bitstreams().join("kjv-lm.flm")).expect("the committed weights"),
+    )
+    .expect("weights");
+    let tok = Tokenizer::from_bytes(
+        &std::fs::read(bitstreams().join("kjv-lm.tok")).expect("the committed tokenizer"),
+    )
+    .expect("tokenizer");
+    let want =
+        generate(&weights, &tok.encode(prompt), 12, 0.0, 0, NO_STOP_TOKEN).expect("reference");
+    assert_eq!(
+        reply.json()["choices"][0]["text"],
+        tok.decode(&want),
+        "the fabric's tokens are the definition's"
+    );
+
+    // The context holds the prompt and max_tokens together.
+    let context = weights.shape.context;
+    let n = tok.encode(prompt).len();
+    let over = post_json(
+        d.addr,
+        json!({"model": "kjv-lm", "prompt": prompt, "max_tokens": context - n + 1}),
+    )
+    .await;
+    assert_eq!(over.status, 400, "{}", over.text());
+    assert_eq!(
+        over.json()["error"]["param"],
+        "max_tokens",
+        "{}",
+        over.text()
+    );
+    let fits = post_json(
+        d.addr,
+        json!({"model": "kjv-lm", "prompt": prompt, "max_tokens": context - n}),
+    )
+    .await;
+    assert_eq!(fits.status, 200, "{}", fits.text());
+    let long = "and ".repeat(context);
+    let over = post_json(d.addr, json!({"model": "kjv-lm", "prompt": long})).await;
+    assert_eq!(over.status, 400, "{}", over.text());
+    assert_eq!(over.json()["error"]["param"], "prompt", "{}", over.text());
+    d.stop().await;
+}
