@@ -292,6 +292,36 @@ def switch(board, model, slot):
     return took
 
 
+def transformer(board, args):
+    """kjv-lm into slot 1 by a partial load (the transformer's engine, then
+    its weights committed), and completions of it over HTTP, each the text
+    lmgen gives on this machine from the same weights (the integer
+    definition): the same tokens through the real kernel's paths."""
+    loaded = load(board, "kjv-lm", 1, "slot1")
+    answers = []
+    for prompt, temperature, seed in (("And God said", 0, 0), ("Blessed are the", 0.8, 7)):
+        t = time.monotonic()
+        status, body = board.http(
+            "POST", "/v1/completions",
+            {"model": "kjv-lm", "prompt": prompt, "max_tokens": 12,
+             "temperature": temperature, "seed": seed},
+            timeout=120)
+        took = time.monotonic() - t
+        if status != 200:
+            raise Failed(f"kjv-lm: {status} {body[:300]!r}")
+        text = json.loads(body)["choices"][0]["text"]
+        want = subprocess.run(
+            [args.lmgen, "--weights", f"{args.catalog}/kjv-lm.flm",
+             "--tokenizer", f"{args.catalog}/kjv-lm.tok", "--prompt", prompt,
+             "--max-tokens", "12", "--temperature", str(temperature), "--seed", str(seed)],
+            check=True, capture_output=True, text=True).stdout
+        if text != want:
+            raise Failed(f"kjv-lm answered {text!r} to {prompt!r}; the definition gives {want!r}")
+        answers.append({"prompt": prompt, "temperature": temperature, "text": text,
+                        "ms": round(took * 1000, 1)})
+    return {"image_bytes": loaded["image_bytes"], "answers": answers}
+
+
 class Hammer:
     """Completions from slot 0's model (fortunes), one after another, from
     a thread of this machine until stopped: their latencies and any
@@ -365,6 +395,7 @@ def main():
     ap.add_argument("--kernel-build-seconds", type=int, default=0)
     ap.add_argument("--kernel-cached", type=int, default=0)
     ap.add_argument("--catalog", required=True)
+    ap.add_argument("--lmgen", required=True, help="this machine's lmgen, for the transformer's answers")
     args = ap.parse_args()
 
     flow = Flow(args)
@@ -409,6 +440,13 @@ def main():
         # was: a switch beside the same load by reconfiguration.
         figures["reload_slot1"] = flow.step(
             "partial load of kjv into slot 1 again, its table checked before (--reflash)",
+            lambda: load(board, "kjv", 1, "slot1"))
+
+        figures["transformer"] = flow.step(
+            "partial load of kjv-lm (the transformer) into slot 1: its answers the definition's",
+            lambda: transformer(board, args))
+        figures["load_slot1_back"] = flow.step(
+            "partial load of kjv into slot 1 again (--reflash)",
             lambda: load(board, "kjv", 1, "slot1"))
 
         def kill9():

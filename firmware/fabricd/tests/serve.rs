@@ -491,7 +491,7 @@ async fn models_health_readiness_and_metrics() {
         .iter()
         .map(|x| x["id"].clone())
         .collect();
-    assert_eq!(ids, vec![json!("kjv"), json!("fortunes")]);
+    assert_eq!(ids, vec![json!("kjv"), json!("fortunes"), json!("kjv-lm")]);
     assert_eq!(m["data"][0]["slots"][0]["state"], "ready");
     assert_eq!(get(d.addr, "/healthz").await.expect("health").status, 200);
     let r = get(d.addr, "/readyz").await.expect("ready").json();

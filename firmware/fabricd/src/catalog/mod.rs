@@ -632,19 +632,29 @@ mod tests {
     #[test]
     fn the_shipped_catalog_checks_out() {
         let cat = Catalog::load(&repo_bitstreams(), None).expect("catalog");
-        assert!(cat.models.len() >= 2);
-        assert_eq!(cat.engines.len(), 1);
-        assert!(
-            cat.engines[0].problem.is_none(),
-            "{:?}",
-            cat.engines[0].problem
+        let engines: Vec<EngineId> = cat.engines.iter().map(|e| e.id).collect();
+        assert_eq!(engines, [EngineId::TRIGRAM_V2, EngineId::TRANSFORMER_V1]);
+        for e in &cat.engines {
+            assert!(e.problem.is_none(), "{}: {:?}", e.name, e.problem);
+        }
+        let models: Vec<(&str, EngineId)> =
+            cat.models.iter().map(|m| (&*m.name, m.engine)).collect();
+        assert_eq!(
+            models,
+            [
+                ("kjv", EngineId::TRIGRAM_V2),
+                ("fortunes", EngineId::TRIGRAM_V2),
+                ("kjv-lm", EngineId::TRANSFORMER_V1)
+            ]
         );
-        assert_eq!(cat.engines[0].id, EngineId::TRIGRAM_V2);
         for m in &cat.models {
             assert!(m.problem.is_none(), "{}: {:?}", m.name, m.problem);
-            assert_eq!(m.engine, EngineId::TRIGRAM_V2);
-            assert_eq!(m.images, cat.engines[0].images, "its engine's images");
+            let engine = cat.engine(m.engine).expect("its engine");
+            assert_eq!(m.images, engine.images, "its engine's images");
             assert!(m.table.bytes > 0);
+            // Only a transformer holds a sequence: its weights say how long.
+            let context = (m.engine == EngineId::TRANSFORMER_V1).then_some(256);
+            assert_eq!(m.context, context, "{}", m.name);
             let id = m.identity.clone().expect("an identity");
             assert_eq!(
                 cat.by_identity(&id).map(|x| x.name.clone()),
@@ -745,8 +755,8 @@ mod tests {
         let path = repo_bitstreams().join(MANIFEST);
         let text = fs::read_to_string(&path).expect("read");
         let m = Manifest::parse(&text, &path).expect("the shipped manifest");
-        assert_eq!(m.model.len(), 2);
-        assert_eq!(m.engine.len(), 1);
+        assert_eq!(m.model.len(), 3);
+        assert_eq!(m.engine.len(), 2);
         let again = toml::to_string(&m).expect("toml");
         assert_eq!(Manifest::parse(&again, &path), Ok(m));
         let err = Manifest::parse("version = 1\n[shell]\nmajor = 1\ninterface_id = 1\n", &path)
