@@ -55,6 +55,40 @@ async fn the_transformer_is_listed_loaded_and_served_as_its_definition_gives() {
         "the fabric's tokens are the definition's"
     );
 
+    // Streamed at a temperature, the chunks make the definition's text too.
+    let streamed = post_json(
+        d.addr,
+        json!({"model": "kjv-lm", "prompt": prompt, "max_tokens": 10, "temperature": 0.8,
+               "seed": 3, "stream": true}),
+    )
+    .await;
+    assert_eq!(streamed.status, 200, "{}", streamed.text());
+    let joined: String = streamed
+        .text()
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|l| *l != "[DONE]")
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("chunk json");
+            v["choices"][0]["text"].as_str().unwrap_or("").to_owned()
+        })
+        .collect();
+    let want =
+        generate(&weights, &tok.encode(prompt), 10, 0.8, 3, NO_STOP_TOKEN).expect("reference");
+    assert_eq!(joined, tok.decode(&want), "streamed");
+    // The stats: slot 1's state names it, and its 22 tokens are counted.
+    let metrics = get(d.addr, "/metrics").await.expect("metrics").text();
+    assert!(
+        metrics.contains("fabricd_slot_state{slot=\"1\",model=\"kjv-lm\"}"),
+        "{metrics}"
+    );
+    let out: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("fabricd_tokens_total{direction=\"out\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("fabricd_tokens_total out");
+    assert!(out >= 22, "{out} tokens out");
+
     // The context holds the prompt and max_tokens together.
     let context = weights.shape.context;
     let n = tok.encode(prompt).len();
