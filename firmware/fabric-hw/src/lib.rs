@@ -1,10 +1,14 @@
 //! The hardware layer of fabricd: everything that touches a kernel interface
 //! of the board, and the fabric contract itself.
 //!
-//! This is the only crate with `unsafe` code. Every `unsafe` block carries a
-//! `SAFETY:` comment; the blocks live in [`mmio`] (volatile register access),
-//! [`dma`] (copies into the shared DDR mapping) and [`barrier`] (the two memory
-//! barriers of the doorbell protocol).
+//! This crate holds the `unsafe` code that reaches the board; the only other
+//! `unsafe` in the workspace is fabricd's two calls into glibc's allocator
+//! and fabric-rtl's FFI to the Verilated RTL (docs/design.md, "Where the
+//! `unsafe` is"). Every `unsafe` block carries a `SAFETY:` comment; the
+//! blocks live in [`mmio`] (volatile register access), [`dma`] (copies into
+//! the shared DDR mapping), [`barrier`] (the two memory barriers of the
+//! doorbell protocol) and [`uio`] (the interrupt's descriptor handed to
+//! tokio).
 //!
 //! # Layout
 //! - [`contract`]: the register map, descriptor formats and CRCs of

@@ -196,7 +196,7 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
-            "# HELP fabricd_slot_state Slot state (0 empty, 1 loading, 2 ready, 3 error), by model.\n# TYPE fabricd_slot_state gauge"
+            "# HELP fabricd_slot_state Slot state (0 empty, 1 loading, 2 ready, 3 error, 4 an engine with no model), by slot and model.\n# TYPE fabricd_slot_state gauge"
         );
         for s in slots {
             let _ = writeln!(
@@ -247,7 +247,7 @@ impl Metrics {
     }
 }
 
-/// The typing features' metrics (docs/api.md, "Endpoints").
+/// The typing features' metrics (docs/metrics.md, "Speculative typing").
 fn render_typing(out: &mut String, s: TypingCounts, f: &Figures) {
     let mut one = |name: &str, kind: &str, help: &str, v: u64| {
         let _ = writeln!(
