@@ -46,6 +46,11 @@ fn wrong_weights_are_refused_by_name() {
     assert!(matches!(with(2, 5), Err(WeightsError::Words { .. })));
     // Three heads do not divide a width of 32.
     assert!(matches!(with(5, 2 | 3 << 8), Err(WeightsError::Shape(_))));
+    // Bits above the heads are not part of any shape (the fuzzer's find).
+    assert!(matches!(
+        with(5, 2 | 2 << 8 | 1 << 16),
+        Err(WeightsError::Shape(_))
+    ));
     // A wider model than the words hold.
     assert!(matches!(with(4, 128), Err(WeightsError::Size { .. })));
     // One weight changed: the declared identity no longer holds.

@@ -8,7 +8,7 @@
 //! word 2       WORDS: the file's length in words, header included
 //! word 3       vocabulary size
 //! word 4       model width (dim)
-//! word 5       layers [7:0], heads [15:8]
+//! word 5       layers [7:0], heads [15:8], 0 above
 //! word 6       the MLP's hidden width
 //! word 7       context: the most positions a sequence holds
 //! word 8..16   the identity the weights declare: SHA-256 of the words from
@@ -249,6 +249,12 @@ impl Weights {
                 declared: words[2] as usize,
                 have: words.len(),
             });
+        }
+        if words[5] >> 16 != 0 {
+            return Err(WeightsError::Shape(format!(
+                "word 5 is {:#010x}: layers [7:0], heads [15:8], and 0 above",
+                words[5]
+            )));
         }
         let shape = Shape {
             vocab: words[3] as usize,
