@@ -671,8 +671,8 @@ fi
 mkdir -p "$tmp/foreign" && touch "$tmp/foreign/notes.txt"
 expect 2 "did not write" env PATH="$repo/tests/vivado:$PATH" \
     VIVADO_STUB_LOG="$tmp/refused.log" scripts/build-bitstreams --out "$tmp/foreign" --work "$tmp/w1" kv260
-refused 1 "engine 'no-such-engine' is not in .*(engines: trigram-v2)" --engines no-such-engine kv260
-refused 1 "model 'nope' is not in .*(models: kjv, fortunes)" --models nope zed
+refused 1 "engine 'no-such-engine' is not in .*(engines: trigram-v2, transformer-v1)" --engines no-such-engine kv260
+refused 1 "model 'nope' is not in .*(models: kjv, fortunes, kjv-lm)" --models nope zed
 refused 1 "model kjv-x runs on engine trigram-x, which this build does not make" --from "$tmp/two" --models "kjv-x" kv260
 # A table larger than a slot's region: (16 MiB, udmabuf-fabric's size in
 # either board's device tree, less 1 MiB) / 2 = 7864320 bytes.
