@@ -428,7 +428,10 @@ impl Reader for Table {
     }
 }
 
-fn identity(words: &[u32]) -> [u8; 32] {
+/// What a committed model file should declare in words 8..16, whatever its
+/// format (sections 9 and 10): the SHA-256 of its words from 16 on,
+/// little-endian.
+pub fn identity(words: &[u32]) -> [u8; 32] {
     let mut h = Sha256::new();
     for w in words.iter().skip(HEADER_WORDS) {
         h.update(w.to_le_bytes());

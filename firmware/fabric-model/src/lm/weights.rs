@@ -26,8 +26,6 @@
 //! then its `i8` weights, four a word, row after row, low byte first. Rows
 //! are whole words: every width is a multiple of four.
 
-use sha2::{Digest, Sha256};
-
 use super::arith::{Matrix, PHI_ENTRIES};
 use fabric_hw::contract::EngineId;
 
@@ -162,14 +160,8 @@ pub enum WeightsError {
     Phi { index: usize, value: u16 },
 }
 
-/// The identity of weights words `16..`: their SHA-256.
-pub fn identity(words: &[u32]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    for w in words.iter().skip(HEADER_WORDS) {
-        h.update(w.to_le_bytes());
-    }
-    h.finalize().into()
-}
+/// The identity of weights words `16..`: their SHA-256, as a table's.
+pub use crate::table::identity;
 
 /// Little-endian bytes as words.
 pub fn words_of(bytes: &[u8]) -> Result<Vec<u32>, WeightsError> {
