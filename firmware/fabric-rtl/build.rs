@@ -11,7 +11,7 @@ fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let rtl = manifest.join("../../rtl");
     println!("cargo:rerun-if-changed={}", rtl.display());
-    for dir in ["common", "shell", "engine", "slot", "sim"] {
+    for dir in ["common", "shell", "engine", "engine/lm", "slot", "sim"] {
         println!("cargo:rerun-if-changed={}", rtl.join(dir).display());
     }
     // Deliberately broken RTL for scripts/rtl-mutants: a comma-separated
@@ -72,6 +72,32 @@ fn main() {
         panic!("the `verilated` feature runs Verilator (apt-get install verilator): {e}")
     });
     assert!(status.success(), "verilator failed on {}", rtl.display());
+    // The transformer engine alone (rtl/engine/lm), its own model beside
+    // the fabric's: `lm.rs` checks it against fabric_model::lm.
+    let obj_lm = out.join("verilated_lm");
+    let _ = std::fs::remove_dir_all(&obj_lm);
+    let mut lm_sources = verilog_in(&rtl.join("engine/lm"));
+    lm_sources.push(rtl.join("common/fabric_axi_rd.v"));
+    let status = Command::new("verilator")
+        .args(["--cc", "-O3", "--x-assign", x, "--x-initial", x, "-Wall"])
+        .args(if breaks.is_empty() {
+            &[][..]
+        } else {
+            &["-Wno-fatal"][..]
+        })
+        .args(["--top-module", "fabric_lm", "--Mdir"])
+        .arg(&obj_lm)
+        .arg(format!("-I{}", rtl.join("shell").display()))
+        .arg(format!("-I{}", rtl.join("engine").display()))
+        .args(&breaks)
+        .args(&lm_sources)
+        .status()
+        .unwrap_or_else(|e| panic!("verilator: {e}"));
+    assert!(
+        status.success(),
+        "verilator failed on {}",
+        rtl.join("engine/lm").display()
+    );
     let root = Command::new("verilator")
         .args(["--getenv", "VERILATOR_ROOT"])
         .output()
@@ -85,9 +111,11 @@ fn main() {
         .opt_level(2)
         .warnings(false)
         .include(&obj)
+        .include(&obj_lm)
         .include(&include)
         .include(include.join("vltstd"))
         .file(rtl.join("sim/cosim.cpp"))
+        .file(rtl.join("sim/lm.cpp"))
         .file(include.join("verilated.cpp"))
         .file(include.join("verilated_dpi.cpp"))
         .file(include.join("verilated_threads.cpp"));
@@ -99,10 +127,12 @@ fn main() {
             .define("FCS_TRACE", None)
             .file(include.join("verilated_vcd_c.cpp"));
     }
-    for entry in std::fs::read_dir(&obj).expect("verilator's output") {
-        let path = entry.expect("a directory entry").path();
-        if path.extension().is_some_and(|e| e == "cpp") {
-            build.file(path);
+    for dir in [&obj, &obj_lm] {
+        for entry in std::fs::read_dir(dir).expect("verilator's output") {
+            let path = entry.expect("a directory entry").path();
+            if path.extension().is_some_and(|e| e == "cpp") {
+                build.file(path);
+            }
         }
     }
     build.compile("fabric_cosim");

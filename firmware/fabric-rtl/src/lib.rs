@@ -17,6 +17,8 @@
 //!   ports answer ([`Ports`]), the interrupt line, and a slot's
 //!   configuration (an engine or none, the decoupler, the garbage a
 //!   half-programmed slot drives).
+//! - [`lm`]: the transformer engine alone, its port answered from a
+//!   memory of its own, checked against `fabric_model::lm`.
 //! - [`window`]: the fabric and its memory behind one lock, as a register
 //!   window.
 //!
@@ -25,6 +27,8 @@
 
 #[cfg(feature = "verilated")]
 pub mod cosim;
+#[cfg(feature = "verilated")]
+pub mod lm;
 #[cfg(feature = "verilated")]
 pub mod window;
 
