@@ -11,7 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{control_at, get, post_json, small_completion, wait_for, Daemon};
+use common::{control_at, get, metric_in, post_json, small_completion, wait_for, Daemon};
 use fabricd::stats;
 use serde_json::json;
 
@@ -84,14 +84,15 @@ async fn a_scripted_session_matches_the_window_and_sets_the_reconfiguration_apar
     }
     assert_eq!(from(&d, "10.0.0.1", "fortunes", 1).await, 200);
     assert_eq!(from(&d, "10.0.0.2", "fortunes", 2).await, 200);
-    // Phase 2: slot 1 (fortunes) is reflashed; two fortunes requests wait
+    // Phase 2: slot 1 (fortunes) is reflashed (its engine image programmed
+    // again, about a second at 1 MB/s); two fortunes requests wait
     // it out (overlapped), three kjv requests do not need that slot.
     let ctl = tokio::spawn({
         let root = d.dir.path().to_owned();
         async move {
             control_at(
                 &root,
-                json!({"cmd": "load", "model": "fortunes", "slot": 1}),
+                json!({"cmd": "load", "model": "fortunes", "slot": 1, "reflash": true}),
             )
             .await
         }
@@ -117,9 +118,40 @@ async fn a_scripted_session_matches_the_window_and_sets_the_reconfiguration_apar
             })
         })
         .collect();
-    for k in 0..3 {
+    // Once the scheduler holds both, they wait until the load ends, and the
+    // load has not ended while `/readyz` still says so: the time between
+    // is a floor under their latency, whatever else the machine is doing.
+    let held = loop {
+        let text = get(addr, "/metrics").await.expect("metrics").text();
+        if metric_in(&text, "fabricd_queue_depth") + metric_in(&text, "fabricd_in_flight") >= 2.0 {
+            break Instant::now();
+        }
+        assert!(
+            start.elapsed() < common::READY_WITHIN,
+            "the two fortunes requests never reached the scheduler"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let mut still_loading = held;
+    let mut kjv = 0..3;
+    loop {
+        let asked = Instant::now();
+        let r = get(d.addr, "/readyz").await.expect("readyz").json();
+        if r["slots"][1]["state"] != "loading" {
+            break;
+        }
+        still_loading = asked;
+        // The kjv requests go in while the slot is being loaded.
+        if let Some(k) = kjv.next() {
+            assert_eq!(from(&d, "10.0.0.3", "kjv", 200 + k).await, 200);
+        } else {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    for k in kjv {
         assert_eq!(from(&d, "10.0.0.3", "kjv", 200 + k).await, 200);
     }
+    let waited_ms = still_loading.saturating_duration_since(held).as_millis() as u64;
     for h in handles {
         assert_eq!(h.await.expect("join"), 200);
     }
@@ -149,9 +181,14 @@ async fn a_scripted_session_matches_the_window_and_sets_the_reconfiguration_apar
     assert_eq!(total(&s, |w| &w["tokens_out"]), 21 * 5, "{s}");
     let (all, clean) = (merged(&s, "all"), merged(&s, "clean"));
     assert_eq!((all.len(), clean.len()), (21, 19));
-    // The overlapped ones waited out the reflash: the all-requests tail
-    // shows it, the clean one does not.
-    assert!(all.max() > clean.value_at_quantile(0.99));
+    // The overlapped ones waited out the reflash, and the all-requests
+    // histogram holds that wait. (The clean one's tail is this machine's
+    // noise, so nothing is asserted of it beyond its count.)
+    assert!(
+        all.max() >= waited_ms,
+        "the longest request took {} ms; two waited at least {waited_ms} ms",
+        all.max()
+    );
     assert!(windows
         .iter()
         .any(|w| w["peak_in_flight"].as_u64() >= Some(1)));

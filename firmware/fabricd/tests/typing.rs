@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{get, post_json, wait_for, Daemon, Reply};
+use common::{metric, post_json, wait_for, Daemon, Reply};
 use http_body_util::Full;
 use hyper::Request;
 use serde_json::{json, Value};
@@ -48,13 +48,6 @@ fn source(r: &Reply) -> &str {
 }
 
 /// A value of `/metrics`.
-async fn metric(addr: SocketAddr, name: &str) -> f64 {
-    let text = get(addr, "/metrics").await.expect("metrics").text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} not in:\n{text}"))
-}
-
 fn assert_superseded(r: &Reply) {
     assert_eq!(r.status, 409, "{}", r.text());
     let e = &r.json()["error"];

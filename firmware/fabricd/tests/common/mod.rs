@@ -186,6 +186,18 @@ impl Reply {
     }
 }
 
+/// A metric without labels, read from `/metrics`.
+pub async fn metric(addr: SocketAddr, name: &str) -> f64 {
+    metric_in(&get(addr, "/metrics").await.expect("metrics").text(), name)
+}
+
+/// A metric without labels in a `/metrics` text already read.
+pub fn metric_in(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in:\n{text}"))
+}
+
 /// One request on a fresh connection.
 pub async fn request(addr: SocketAddr, req: Request<Full<Bytes>>) -> hyper::Result<Reply> {
     let stream = TcpStream::connect(addr).await.expect("connect");
