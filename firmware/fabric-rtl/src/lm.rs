@@ -52,7 +52,7 @@ extern "C" {
 }
 
 /// Contexts the engine serves in a round (the RTL's `LANES`).
-pub const LANES: u32 = 4;
+pub const LANES: u32 = 8;
 
 /// How the engine's HP port answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

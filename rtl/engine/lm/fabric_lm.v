@@ -36,8 +36,16 @@ module fabric_lm #(
     parameter integer DAW = 40,
     parameter integer DW = 64,           // the HP port's width
     parameter integer MAX_BURST = 16,
-    parameter integer MAX_OUT = 4,
-    parameter integer LANES = 4,         // contexts a round serves
+    // Bursts in flight: an HP port's AFI accepts eight read commands and
+    // buffers 128 beats (UG1085, "AXI Interface Programming"), eight
+    // bursts of 16; four left half the port idle at 128 cycles of DDR
+    // latency (results/rtl-lm-speed-2026-12-06.md).
+    parameter integer MAX_OUT = 8,
+    // Contexts a round serves: the round's vector and attention work is a
+    // lane's at a time, so each lane adds to the round while the weights
+    // are read once; eight make a full batch about 5x a lone context's
+    // tokens (four could not reach the 4x issue 31 asks).
+    parameter integer LANES = 8,
     parameter integer MAX_D = 256,
     parameter integer MAX_F = 1024,
     parameter integer MAX_V = 4608,
@@ -473,6 +481,13 @@ module fabric_lm #(
     wire [DAW-1:0] val_at = key_at + ctx_hd[DAW-1:0];
     wire [DAW-1:0] kmax_at = val_at + ctx_hd[DAW-1:0];
     wire [DAW-1:0] vmax_at = kmax_at + {{(DAW - 18){1'b0}}, nc, 2'b00};
+    // Where the attention reads them from: the lane's own, written above.
+`ifdef FABRIC_BREAK_LM_KV
+    // Broken on purpose (scripts/rtl-mutants): the next lane's.
+    wire [DAW-1:0] rd_off = {{(DAW - 32){1'b0}}, lane_kv};
+`else
+    wire [DAW-1:0] rd_off = {DAW{1'b0}};
+`endif
     wire [7:0]  hw = hd >> 2;            // words a position's head
     wire [15:0] pos1 = pos + 16'd1;
     wire [23:0] head_words = {8'd0, pos1} * {16'd0, hw};
@@ -1170,6 +1185,11 @@ module fabric_lm #(
                 S_ROT: begin
                     if (!kv_sel) begin
                         kv_sel <= 1'b1;
+`ifdef FABRIC_BREAK_LM_ROPE
+                        // Broken on purpose (scripts/rtl-mutants): the key
+                        // rotated for the position after its own.
+                        rpos <= rpos + 16'd1;
+`endif
                         pass(OP_ROT, A_K, A_K, nd, S_ROT);
                     end else begin
                         kv_sel <= 1'b0;
@@ -1209,7 +1229,7 @@ module fabric_lm #(
                 S_AWAIT: if (w_idle)
                     quant(A_Q + {{(VSA - 8){1'b0}}, hh} * {{(VSA - 8){1'b0}}, hd}, {8'd0, hd}, QT_QH, S_HEAD2);
                 S_HEAD2: begin
-                    stream_at(kmax_at, {8'd0, pos1});
+                    stream_at(kmax_at + rd_off, {8'd0, pos1});
                     pp <= 16'd0;
                     state <= S_KM;
                 end
@@ -1217,7 +1237,7 @@ module fabric_lm #(
                     kmbuf[pp[CA-1:0]] <= uw_data;
                     pp <= pp + 16'd1;
                     if (pp == pos) begin
-                        stream_at(key_at, head_words);
+                        stream_at(key_at + rd_off, head_words);
                         pp <= 16'd0;
                         wj <= 8'd0;
                         acck <= 32'sd0;
@@ -1254,7 +1274,7 @@ module fabric_lm #(
                 S_HEAD3: divide(64'd1 << 48, wtot, S_WTS2);
                 S_WTS2: begin
                     ainv <= div_q[48:0];
-                    stream_at(vmax_at, {8'd0, pos1});
+                    stream_at(vmax_at + rd_off, {8'd0, pos1});
                     pp <= 16'd0;
                     state <= S_VM;
                 end
@@ -1262,7 +1282,7 @@ module fabric_lm #(
                     vmbuf[pp[CA-1:0]] <= uw_data;
                     pp <= pp + 16'd1;
                     if (pp == pos) begin
-                        stream_at(val_at, head_words);
+                        stream_at(val_at + rd_off, head_words);
                         for (k = 0; k < MAX_HD; k = k + 1)
                             accv[k] <= 72'sd0;
                         pp <= 16'd0;

@@ -235,7 +235,13 @@ module fabric_lm_mv #(
                 sc_i <= {LW{1'b0}};
             end else if (sc_left != {(LW + 1){1'b0}}) begin
                 if (sc_left == LANES[LW:0])
+`ifdef FABRIC_BREAK_LM_SCALE
+                    // Broken on purpose (scripts/rtl-mutants): the row's
+                    // scale dropped, every row's step taken as 1.0.
+                    sc_scale <= 32'h4000_0000;
+`else
                     sc_scale <= sb_q;
+`endif
                 a_v <= 1'b1;
                 a_l <= sc_i;
                 a_row <= srow;

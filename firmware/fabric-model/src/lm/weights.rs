@@ -73,6 +73,18 @@ impl Shape {
             + self.dim
     }
 
+    /// Words a decoding step streams from the weights: the token's
+    /// embedding row, every layer's matrices and the output matrix (the
+    /// embedding again), scales included. The rotary and GELU tables and
+    /// the gains are read once, at the commit, and kept on chip.
+    pub fn words_a_step(&self) -> usize {
+        let matrix = |rows: usize, cols: usize| rows + rows * cols / 4;
+        let layer = 4 * matrix(self.dim, self.dim)
+            + matrix(self.hidden, self.dim)
+            + matrix(self.dim, self.hidden);
+        matrix(1, self.dim) + self.layers * layer + matrix(self.vocab, self.dim)
+    }
+
     fn check(&self) -> Result<(), WeightsError> {
         let bad = |why: &str| Err(WeightsError::Shape(format!("{self:?}: {why}")));
         if self.vocab == 0 || self.vocab > 1 << 16 {
