@@ -462,8 +462,9 @@ module fabric_lm #(
     reg  [15:0] pp;                      // a position
     reg  [7:0]  wj;                      // a word of the position's head
     reg  signed [31:0] acck;
-    reg         sc1_v, sc2_v, sc3_v;
-    reg  [15:0] sc1_pp, sc2_pp, sc3_pp;
+    reg         sc1_v, sc2_v, sc3_v, sc4_v;
+    reg  [15:0] sc1_pp, sc2_pp, sc3_pp, sc4_pp;
+    reg  signed [47:0] sc4_z;
     reg  signed [31:0] sc1_acc;
     reg  signed [63:0] sc2_t;
     reg  signed [95:0] sc3_t;
@@ -508,8 +509,10 @@ module fabric_lm #(
     wire signed [127:0] z_full = sc3_t * 128'sd94548;
     wire signed [127:0] z_new = z_full >>> (7'd54 + {5'd0, hsh[2:1]});
     wire [79:0]  unused_z = z_new[127:48];
+    // The attention's output a stage at a time: element oe's product,
+    // the element before it rounded, the one before that written.
     wire signed [127:0] o_prod = $signed({{56{accv[oe[HA-1:0]][71]}}, accv[oe[HA-1:0]]}) * $signed({79'd0, ainv});
-    wire signed [127:0] o_rnd = rsh(o_prod, 7'd55);
+    reg  signed [127:0] o_p, o_r;
 
     // ---- the embedding -----------------------------------------------------
     reg  [31:0] escale;
@@ -689,6 +692,7 @@ module fabric_lm #(
             sc1_v <= 1'b0;
             sc2_v <= 1'b0;
             sc3_v <= 1'b0;
+            sc4_v <= 1'b0;
             err <= 1'b0;
         end else begin
             // The sequencer's words: a beat in, a word out.
@@ -803,10 +807,15 @@ module fabric_lm #(
             sc3_pp <= sc2_pp;
             sc3_t <= {{32{sc2_t[63]}}, sc2_t} * $signed({64'd0, kmbuf[sc2_pp[CA-1:0]]});
             sc1_v <= 1'b0;
-            if (sc3_v) begin
-                zbuf[sc3_pp[CA-1:0]] <= z_new[47:0];
-                if (sc3_pp == 16'd0 || $signed(z_new[47:0]) > ztop)
-                    ztop <= z_new[47:0];
+            // The product by log2(e) has its own stage: a DSP cascade and
+            // a wide carry chain, kept apart from the compare.
+            sc4_v <= sc3_v;
+            sc4_pp <= sc3_pp;
+            sc4_z <= z_new[47:0];
+            if (sc4_v) begin
+                zbuf[sc4_pp[CA-1:0]] <= sc4_z;
+                if (sc4_pp == 16'd0 || sc4_z > ztop)
+                    ztop <= sc4_z;
             end
 
             // ---- the sequencer ---------------------------------------------
@@ -1258,7 +1267,7 @@ module fabric_lm #(
                             wj <= wj + 8'd1;
                         end
                     end
-                    if (pp == pos1 && !sc1_v && !sc2_v && !sc3_v) begin
+                    if (pp == pos1 && !sc1_v && !sc2_v && !sc3_v && !sc4_v) begin
                         pp <= 16'd0;
                         wtot <= 32'd0;
                         state <= S_WTS;
@@ -1308,11 +1317,16 @@ module fabric_lm #(
                     end
                 end
                 S_OUT: begin
-                    t_we <= 1'b1;
-                    t_waddr <= {ln, A_O + {{(VSA - 8){1'b0}}, hh} * {{(VSA - 8){1'b0}}, hd} + {{(VSA - 8){1'b0}}, oe}};
-                    t_wdata <= sat(o_rnd);
+                    o_p <= o_prod;
+                    o_r <= rsh(o_p, 7'd55);
+                    if (oe >= 8'd2) begin
+                        t_we <= 1'b1;
+                        t_waddr <= {ln, A_O + {{(VSA - 8){1'b0}}, hh} * {{(VSA - 8){1'b0}}, hd} +
+                                    {{(VSA - 8){1'b0}}, oe - 8'd2}};
+                        t_wdata <= sat(o_r);
+                    end
                     oe <= oe + 8'd1;
-                    if (oe == hd - 8'd1) begin
+                    if (oe == hd + 8'd1) begin
                         hh <= hh + 8'd1;
                         state <= (hh + 8'd1 == nh) ? S_LOOP : S_HEAD;
                     end

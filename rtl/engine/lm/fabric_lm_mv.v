@@ -121,13 +121,14 @@ module fabric_lm_mv #(
     // ---- the scaler: a lane a cycle, three stages ---------------------------
     reg [31:0]         sc_scale;
     reg [LW-1:0]       sc_i;
-    reg                a_v, b_v, c_v;
-    reg [LW-1:0]       a_l, b_l, c_l;
-    reg [SA-1:0]       a_row, b_row, c_row;
+    reg                a_v, b_v, c_v, d_v;
+    reg [LW-1:0]       a_l, b_l, c_l, d_l;
+    reg [SA-1:0]       a_row, b_row, c_row, d_row;
     reg signed [31:0]  a_acc;
     reg signed [63:0]  b_p;               // acc * scale
-    reg signed [31:0]  c_x;               // what the residual holds (mode 1)
+    reg signed [31:0]  c_x, d_x;          // what the residual holds (mode 1)
     reg signed [95:0]  c_p;               // acc * scale * m
+    reg signed [63:0]  d_y;               // c_p rounded and saturated
     reg [31:0]         sb_q;
     always @(posedge clk)
         sb_q <= sbuf[srow];
@@ -137,10 +138,13 @@ module fabric_lm_mv #(
         sat32 = (v > 64'sh7FFF_FFFF) ? 32'sh7FFF_FFFF :
                 (v < -64'sh8000_0000) ? -32'sh8000_0000 : v[31:0];
     endfunction
+    // The rounding and saturation of the product take a stage of their
+    // own (d), and the residual's sum and the logits' compare the next
+    // (the write): each is a long carry chain.
     wire signed [95:0] c_r = (c_p + (96'sd1 <<< 36)) >>> 37;
     wire signed [63:0] c_y = (c_r > 96'sh7FFF_FFFF) ? 64'sh7FFF_FFFF :
                              (c_r < -96'sh8000_0000) ? -64'sh8000_0000 : c_r[63:0];
-    wire signed [31:0] y = (vmode == 2'd1) ? sat32(c_y + {{32{c_x[31]}}, c_x}) : c_y[31:0];
+    wire signed [31:0] y = (vmode == 2'd1) ? sat32(d_y + {{32{d_x[31]}}, d_x}) : d_y[31:0];
 
     integer l;
     always @(posedge clk) begin
@@ -157,6 +161,7 @@ module fabric_lm_mv #(
             a_v <= 1'b0;
             b_v <= 1'b0;
             c_v <= 1'b0;
+            d_v <= 1'b0;
         end else begin
             case (phase)
                 P_IDLE: if (start) begin
@@ -194,7 +199,7 @@ module fabric_lm_mv #(
                         phase <= P_WEIGHTS;
                     end
                 end
-                P_WEIGHTS: if (r == nrows && !s1_v && !sc_busy && !a_v && !b_v && !c_v)
+                P_WEIGHTS: if (r == nrows && !s1_v && !sc_busy && !a_v && !b_v && !c_v && !d_v)
                     phase <= P_DRAIN;
                 P_DRAIN: begin
                     done <= 1'b1;
@@ -258,13 +263,18 @@ module fabric_lm_mv #(
             c_row <= b_row;
             c_x <= v_rdata;             // read for stage a's lane
             c_p <= $signed({{32{b_p[63]}}, b_p}) * $signed({64'd0, m[32*b_l +: 32]});
-            if (c_v && vmask[c_l]) begin
+            d_v <= c_v;
+            d_l <= c_l;
+            d_row <= c_row;
+            d_x <= c_x;
+            d_y <= c_y;
+            if (d_v && vmask[d_l]) begin
                 v_we <= 1'b1;
-                v_waddr <= {c_l, vdst + {{(VSA - SA){1'b0}}, c_row}};
+                v_waddr <= {d_l, vdst + {{(VSA - SA){1'b0}}, d_row}};
                 v_wdata <= y;
-                if (vmode == 2'd2 && (c_row == {SA{1'b0}} || y > $signed(best[32*c_l +: 32]))) begin
-                    best[32*c_l +: 32] <= y;
-                    best_row[SA*c_l +: SA] <= c_row;
+                if (vmode == 2'd2 && (d_row == {SA{1'b0}} || y > $signed(best[32*d_l +: 32]))) begin
+                    best[32*d_l +: 32] <= y;
+                    best_row[SA*d_l +: SA] <= d_row;
                 end
             end
         end
