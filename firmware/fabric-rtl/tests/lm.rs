@@ -116,3 +116,37 @@ fn a_context_reads_only_its_own_keys_and_values() {
         assert_eq!(got[i], expected(&rig.weights, d), "request {i}: {d:?}");
     }
 }
+
+/// The engine works out where every matrix and every lane's keys and
+/// values lie from the header's shape, and refuses a header whose shape
+/// disagrees with its length, or a region too small for the weights and
+/// every lane's keys and values; a refusal leaves it ready for the next.
+#[test]
+fn a_commit_refuses_a_shape_its_words_or_region_disagree_with() {
+    let mut rig = tiny_rig(4, 9, quiet());
+    let words = rig.weights.to_words();
+    let put = |rig: &mut Rig, i: usize, w: u32| {
+        rig.engine
+            .write(BASE + 4 * i as u64, &w.to_le_bytes())
+            .expect("the header is in the memory");
+    };
+    // A region a word short of the lanes' keys and values.
+    let short = rig
+        .engine
+        .commit(BASE, rig.region - 1, lm_rig::MAX_CYCLES)
+        .expect("the commit ends");
+    assert_eq!(short, LmCommit::Refused, "a region a word short");
+    // The length a word more than the shape's.
+    put(&mut rig, 2, words[2] + 1);
+    assert_eq!(rig.commit(), LmCommit::Refused, "a length a word long");
+    put(&mut rig, 2, words[2]);
+    // A layer more than the words hold.
+    put(&mut rig, 5, words[5] + 1);
+    assert_eq!(rig.commit(), LmCommit::Refused, "a layer more");
+    put(&mut rig, 5, words[5]);
+    // A vocabulary a token larger.
+    put(&mut rig, 3, words[3] + 1);
+    assert_eq!(rig.commit(), LmCommit::Refused, "a token more");
+    put(&mut rig, 3, words[3]);
+    assert!(matches!(rig.commit(), LmCommit::Taken { .. }));
+}

@@ -280,7 +280,24 @@ module fabric_lm #(
     reg [31:0]    rope_w, mat_dd, mat_fd, mat_df, mat_e, inc_a, inc_b, layer_w, l0;
     reg [31:0]    head_kv;               // bytes of a head's keys and values, a layer
     reg [31:0]    lane_kv;               // bytes of a lane's
+    reg [63:0]    layer_kv;              // bytes of a layer's heads, a lane
+    reg [31:0]    nl_w;                  // the layers' words
     reg [DAW-1:0] kv_base;
+
+    // The shape's few products, once a commit, by shift and add (a bit of
+    // the multiplier a cycle): no DSP slice is spent on them.
+    reg           hm_busy;
+    reg  [63:0]   hm_p, hm_a;
+    reg  [31:0]   hm_b;
+    reg  [2:0]    hm_step;
+    task hmul(input [31:0] a, input [31:0] b);
+        begin
+            hm_p <= 64'd0;
+            hm_a <= {32'd0, a};
+            hm_b <= b;
+            hm_busy <= 1'b1;
+        end
+    endtask
 
     // ---- the lanes ---------------------------------------------------------
     reg [LANES-1:0] pend, first;
@@ -450,6 +467,18 @@ module fabric_lm #(
     wire [5:0]  mx_bits = bitlen(mx);
     wire [15:0] unused_xs32 = xs32[31:16];
     wire signed [31:0] xs_sq = s2_xs * s2_xs;
+    // Stage 3's product: a pass does one op, so its norm (x times the
+    // gain), GELU (x times the table's slope), quantization (|x| times the
+    // reciprocal) and softmax weight (the logit's distance times log2(e))
+    // share one signed 34 x 49 multiplier.
+    wire signed [33:0] s3_ma = (p_op == OP_RMS) ? {{18{s2_xs[15]}}, s2_xs} :
+                               (p_op == OP_GELU) ? {{2{s2_x[31]}}, s2_x} :
+                               (p_op == OP_QNT) ? {2'd0, s2_ax} : {1'b0, s2_diff[32:0]};
+    wire signed [48:0] s3_mb = (p_op == OP_RMS) ? {{17{s2_g[31]}}, s2_g} :
+                               (p_op == OP_GELU) ? {33'd0, s2_hs ? ph_q[31:16] : ph_q[15:0]} :
+                               (p_op == OP_QNT) ? {1'b0, rq} : 49'sd94548;
+    wire signed [82:0] s3_m = s3_ma * s3_mb;
+    wire [2:0]  unused_s3_m = s3_m[82:80];
     wire [49:0] s3_bel = (s3_prod + 50'd1048576) >> 21;
     wire [7:0]  s3_q = (s3_qr > 80'd127) ? 8'd127 : s3_qr[7:0];
 
@@ -474,9 +503,21 @@ module fabric_lm #(
     reg  [7:0]  oe;
     wire [15:0] pos = l_pos[ln];
     // Where lane ln's keys and values of layer li, head hh lie.
-    wire [63:0] hb64 = {{(64 - DAW){1'b0}}, kv_base} + {32'd0, lane_kv} * {{(64 - LW){1'b0}}, ln} +
-                       {32'd0, head_kv} * ({56'd0, li} * {56'd0, nh} + {56'd0, hh});
-    wire [63:0] ctx_hd = {48'd0, nc} * {56'd0, hd};
+    // The layer's and the head's offsets are kept beside li and hh (l_off
+    // = layer_kv * li, h_off = head_kv * hh), and the lane's is a sum of
+    // shifts: address arithmetic spends no DSP slice.
+    reg  [63:0] l_off, h_off;
+    function [63:0] times_lane(input [31:0] kv, input [LW-1:0] n);
+        integer b;
+        begin
+            times_lane = 64'd0;
+            for (b = 0; b < LW; b = b + 1)
+                if (n[b])
+                    times_lane = times_lane + ({32'd0, kv} << b);
+        end
+    endfunction
+    wire [63:0] hb64 = {{(64 - DAW){1'b0}}, kv_base} + times_lane(lane_kv, ln) + l_off + h_off;
+    wire [63:0] ctx_hd = {48'd0, nc} << hsh;
     wire [DAW-1:0] key_at = hb64[DAW-1:0];
     wire [63-DAW:0] unused_at = hb64[63:DAW] ^ ctx_hd[63:DAW];
     wire [DAW-1:0] val_at = key_at + ctx_hd[DAW-1:0];
@@ -491,7 +532,8 @@ module fabric_lm #(
 `endif
     wire [7:0]  hw = hd >> 2;            // words a position's head
     wire [15:0] pos1 = pos + 16'd1;
-    wire [23:0] head_words = {8'd0, pos1} * {16'd0, hw};
+    wire [23:0] head_words = {8'd0, pos1} << (hsh - 3'd2);
+    wire [VSA-1:0] hh_hd = {{(VSA - 8){1'b0}}, hh} << hsh;   // the head's first element
     // The key word's dot product with the query's four elements.
     function signed [31:0] dot4(input [31:0] w, input [HA-1:0] at);
         integer b;
@@ -639,7 +681,7 @@ module fabric_lm #(
 
     // Item j of the head's keys or values at this position: a word of
     // four, or (j = hw) the max.
-    wire [23:0] pos_hd = {8'd0, pos} * {16'd0, hd};
+    wire [23:0] pos_hd = {8'd0, pos} << hsh;
     task offer(input [7:0] j);
         begin
             if (j < hw) begin
@@ -693,6 +735,7 @@ module fabric_lm #(
             sc2_v <= 1'b0;
             sc3_v <= 1'b0;
             sc4_v <= 1'b0;
+            hm_busy <= 1'b0;
             err <= 1'b0;
         end else begin
             // The sequencer's words: a beat in, a word out.
@@ -707,6 +750,16 @@ module fabric_lm #(
             end
             if (s_valid && s_ready && s_err)
                 err <= 1'b1;
+
+            // The shape's multiplier: a bit of hm_b a cycle.
+            if (hm_busy) begin
+                if (hm_b[0])
+                    hm_p <= hm_p + hm_a;
+                hm_a <= hm_a << 1;
+                hm_b <= hm_b >> 1;
+                if (hm_b[31:1] == 31'd0)
+                    hm_busy <= 1'b0;
+            end
 
             // Requests: a lane's, kept until its round answers it.
             if (req_valid && req_ready) begin
@@ -750,12 +803,11 @@ module fabric_lm #(
             if (s2_v) begin
                 if (p_op == OP_SS)
                     ss <= ss + {16'd0, xs_sq};
-                s3_p <= {{32{s2_xs[15]}}, s2_xs} * {{16{s2_g[31]}}, s2_g};
-                s3_pg <= $signed({{17{s2_x[31]}}, s2_x}) *
-                         $signed({33'd0, s2_hs ? ph_q[31:16] : ph_q[15:0]});
-                s3_pr <= {48'd0, s2_ax} * {32'd0, rq};
+                s3_p <= s3_m[47:0];
+                s3_pg <= s3_m[48:0];
+                s3_pr <= s3_m[79:0];
                 s3_neg <= s2_neg;
-                s3_prod <= {17'd0, s2_diff[32:0]} * 50'd94548;
+                s3_prod <= s3_m[49:0];
                 if (s2_i[0]) begin
                     s3_ra <= sat(rsh($signed({{79{s2_pa[48]}}, s2_pa}), 7'd14));
                     s3_rb <= sat(rsh($signed({{79{s2_pb[48]}}, s2_pb}), 7'd14));
@@ -905,27 +957,53 @@ module fabric_lm #(
                     end
                 end
                 S_SHAPE: begin
-                    rope_w <= {16'd0, nc} * {24'd0, hd} / 32'd2;
-                    mat_dd <= {16'd0, nd} + {16'd0, nd} * {16'd0, nd} / 32'd4;
-                    mat_fd <= {16'd0, nf} + {16'd0, nf} * {16'd0, nd} / 32'd4;
-                    mat_df <= {16'd0, nd} + {16'd0, nd} * {16'd0, nf} / 32'd4;
-                    mat_e <= {16'd0, nv} + {16'd0, nv} * {16'd0, nd} / 32'd4;
-                    head_kv <= {16'd0, nc} * ({23'd0, hd, 1'b0} + 32'd8);
+                    // hd is 1 << hsh.
+                    rope_w <= ({16'd0, nc} << hsh) >> 1;
+                    head_kv <= ({16'd0, nc} << (hsh + 3'd1)) + ({16'd0, nc} << 3);
+                    hmul({16'd0, nd}, {16'd0, nd});
+                    hm_step <= 3'd0;
                     state <= (hd == 8'd0 || {24'd0, hd} > MAX_HD) ? S_SHAPE3 : S_SHAPE2;
                 end
-                S_SHAPE2: begin
-                    inc_a <= {16'd0, nd} + 32'd4 * mat_dd;
-                    inc_b <= {16'd0, nd} + mat_fd + mat_df;
-                    phi_off <= 32'd16 + rope_w;
-                    l0 <= 32'd16 + rope_w + 32'd1024 + mat_e;
-                    lane_kv <= head_kv * {24'd0, nh} * {24'd0, nl};
-                    state <= S_SHAPE3;
+                // A product a step, each read when the multiplier is done.
+                S_SHAPE2: if (!hm_busy) begin
+                    hm_step <= hm_step + 3'd1;
+                    case (hm_step)
+                        3'd0: begin
+                            mat_dd <= {16'd0, nd} + hm_p[31:0] / 32'd4;
+                            hmul({16'd0, nf}, {16'd0, nd});
+                        end
+                        3'd1: begin
+                            mat_fd <= {16'd0, nf} + hm_p[31:0] / 32'd4;
+                            mat_df <= {16'd0, nd} + hm_p[31:0] / 32'd4;
+                            hmul({16'd0, nv}, {16'd0, nd});
+                        end
+                        3'd2: begin
+                            mat_e <= {16'd0, nv} + hm_p[31:0] / 32'd4;
+                            hmul(head_kv, {24'd0, nh});
+                        end
+                        3'd3: begin
+                            layer_kv <= hm_p;
+                            hmul(hm_p[31:0], {24'd0, nl});
+                        end
+                        3'd4: begin
+                            lane_kv <= hm_p[31:0];
+                            inc_a <= {16'd0, nd} + (mat_dd << 2);
+                            inc_b <= {16'd0, nd} + mat_fd + mat_df;
+                            phi_off <= 32'd16 + rope_w;
+                            l0 <= 32'd16 + rope_w + 32'd1024 + mat_e;
+                            hmul({16'd0, nd} + (mat_dd << 2) + {16'd0, nd} + mat_fd + mat_df, {24'd0, nl});
+                        end
+                        default: begin
+                            nl_w <= hm_p[31:0];
+                            state <= S_SHAPE3;
+                        end
+                    endcase
                 end
                 S_SHAPE3: begin
                     layer_w <= inc_a + inc_b;
                     kv_base <= base + ({{(DAW - 32){1'b0}}, words} << 2);
                     if (hd == 8'd0 || {24'd0, hd} > MAX_HD ||
-                        l0 + {24'd0, nl} * (inc_a + inc_b) + {16'd0, nd} != words ||
+                        l0 + nl_w + {16'd0, nd} != words ||
                         {32'd0, words} + ({32'd0, lane_kv} * LANES) / 64'd4 > {32'd0, region}) begin
                         tbl_result <= R_BAD;
                         tbl_done <= 1'b1;
@@ -992,6 +1070,7 @@ module fabric_lm #(
                     end else begin
                         ph <= P_N1;
                         li <= 8'd0;
+                        l_off <= 64'd0;
                         lw <= l0;
                         mvk <= 2'd0;
                         lnx <= {(LW + 1){1'b0}};
@@ -1072,7 +1151,7 @@ module fabric_lm #(
                         state <= S_FAIL;
                     end else case (ph)
                         P_N1: if (mvk != 2'd3)
-                                product(lw + {16'd0, nd} + {30'd0, mvk} * mat_dd, nd[SA-1:0], nd, 2'd0,
+                                product(lw + {16'd0, nd} + (mvk[1] ? mat_dd << 1 : 32'd0) + (mvk[0] ? mat_dd : 32'd0), nd[SA-1:0], nd, 2'd0,
                                         (mvk == 2'd0) ? A_Q : (mvk == 2'd1) ? A_K : A_V, fmask);
                             else begin
                                 mvk <= 2'd0;
@@ -1085,7 +1164,7 @@ module fabric_lm #(
                             state <= S_LOOP;
                         end
                         P_O1: if (mvk == 2'd0)
-                                product(lw + {16'd0, nd} + 32'd3 * mat_dd, nd[SA-1:0], nd, 2'd1, A_X, fmask);
+                                product(lw + {16'd0, nd} + mat_dd + (mat_dd << 1), nd[SA-1:0], nd, 2'd1, A_X, fmask);
                             else begin
                                 mvk <= 2'd0;
                                 ph <= P_N2;
@@ -1103,6 +1182,7 @@ module fabric_lm #(
                             else begin
                                 mvk <= 2'd0;
                                 li <= li + 8'd1;
+                                l_off <= l_off + layer_kv;
                                 lw <= lw + layer_w;
                                 if (li + 8'd1 < nl) begin
                                     ph <= P_N1;
@@ -1203,12 +1283,13 @@ module fabric_lm #(
                     end else begin
                         kv_sel <= 1'b0;
                         hh <= 8'd0;
+                        h_off <= 64'd0;
                         state <= S_HEAD;
                     end
                 end
                 S_HEAD: begin
                     kvj <= 8'd0;
-                    quant(A_K + {{(VSA - 8){1'b0}}, hh} * {{(VSA - 8){1'b0}}, hd}, {8'd0, hd}, QT_KV, S_KVW);
+                    quant(A_K + hh_hd, {8'd0, hd}, QT_KV, S_KVW);
                 end
                 S_KVW: begin
                     // The head's words, then its max, at this position.
@@ -1229,14 +1310,14 @@ module fabric_lm #(
                     kvj <= 8'd0;
                     if (!kv_sel) begin
                         kv_sel <= 1'b1;
-                        quant(A_V + {{(VSA - 8){1'b0}}, hh} * {{(VSA - 8){1'b0}}, hd}, {8'd0, hd}, QT_KV, S_KVW);
+                        quant(A_V + hh_hd, {8'd0, hd}, QT_KV, S_KVW);
                     end else begin
                         kv_sel <= 1'b0;
                         state <= S_AWAIT;
                     end
                 end
                 S_AWAIT: if (w_idle)
-                    quant(A_Q + {{(VSA - 8){1'b0}}, hh} * {{(VSA - 8){1'b0}}, hd}, {8'd0, hd}, QT_QH, S_HEAD2);
+                    quant(A_Q + hh_hd, {8'd0, hd}, QT_QH, S_HEAD2);
                 S_HEAD2: begin
                     stream_at(kmax_at + rd_off, {8'd0, pos1});
                     pp <= 16'd0;
@@ -1321,13 +1402,14 @@ module fabric_lm #(
                     o_r <= rsh(o_p, 7'd55);
                     if (oe >= 8'd2) begin
                         t_we <= 1'b1;
-                        t_waddr <= {ln, A_O + {{(VSA - 8){1'b0}}, hh} * {{(VSA - 8){1'b0}}, hd} +
+                        t_waddr <= {ln, A_O + hh_hd +
                                     {{(VSA - 8){1'b0}}, oe - 8'd2}};
                         t_wdata <= sat(o_r);
                     end
                     oe <= oe + 8'd1;
                     if (oe == hd + 8'd1) begin
                         hh <= hh + 8'd1;
+                        h_off <= h_off + {32'd0, head_kv};
                         state <= (hh + 8'd1 == nh) ? S_LOOP : S_HEAD;
                     end
                 end

@@ -118,6 +118,46 @@ module fabric_lm_mv #(
         end
     endfunction
 
+    // Two lanes' products of one weight byte in one multiplier: the lanes
+    // share the weight, so w * (qa * 2^16 + qb) = w*qa * 2^16 + w*qb, and
+    // |w*qb| <= 2^14 leaves w*qb exact in the low 16 bits (signed) and
+    // w*qa in the bits above, less the low half's borrow. The packed
+    // operand is 25 bits and the weight 8: one 25x18 DSP48E1 (or 27x18
+    // DSP48E2) where two int8 products took two. Xilinx WP486 ("Deep
+    // Learning with INT8 Optimization on Xilinx Devices") packs two int8
+    // products on a shared weight the same way, 18 bits apart so that the
+    // DSP can accumulate them; here each product leaves the DSP on its own
+    // for the adder tree, so 16 bits apart suffice, and a 7-series slice's
+    // 25-bit port holds them.
+    function [63:0] dot2(input [DW-1:0] w, input [DW-1:0] qa, input [DW-1:0] qb);
+        integer j;
+        reg signed [24:0] pk;
+        reg signed [32:0] p;
+        reg signed [31:0] sa, sb;
+        begin
+            sa = 32'sd0;
+            sb = 32'sd0;
+            for (j = 0; j < BPB; j = j + 1) begin
+                pk = $signed({qa[8*j +: 8], 16'd0}) + $signed({{17{qb[8*j+7]}}, qb[8*j +: 8]});
+                p = $signed(w[8*j +: 8]) * pk;
+                sb = sb + $signed({{16{p[15]}}, p[15:0]});
+                sa = sa + $signed({{15{p[32]}}, p[32:16]}) + $signed({31'd0, p[15]});
+            end
+            dot2 = {sa, sb};
+        end
+    endfunction
+
+    wire [32*LANES-1:0] ldot;             // every lane's dot product of s1_w
+    genvar gp;
+    generate
+        for (gp = 0; gp + 1 < LANES; gp = gp + 2) begin : g_pair
+            assign ldot[32*gp +: 64] = dot2(s1_w, q_data[DW*(gp+1) +: DW], q_data[DW*gp +: DW]);
+        end
+        if (LANES % 2 == 1) begin : g_odd
+            assign ldot[32*(LANES-1) +: 32] = dot(s1_w, q_data[DW*(LANES-1) +: DW]);
+        end
+    endgenerate
+
     // ---- the scaler: a lane a cycle, three stages ---------------------------
     reg [31:0]         sc_scale;
     reg [LW-1:0]       sc_i;
@@ -222,9 +262,9 @@ module fabric_lm_mv #(
             // Stage 1: the lanes' sums; a row's last hands them over.
             if (s1_v) begin
                 for (l = 0; l < LANES; l = l + 1) begin
-                    acc[l] <= (s1_first ? 32'sd0 : acc[l]) + dot(s1_w, q_data[DW*l +: DW]);
+                    acc[l] <= (s1_first ? 32'sd0 : acc[l]) + $signed(ldot[32*l +: 32]);
                     if (s1_last)
-                        sacc[l] <= (s1_first ? 32'sd0 : acc[l]) + dot(s1_w, q_data[DW*l +: DW]);
+                        sacc[l] <= (s1_first ? 32'sd0 : acc[l]) + $signed(ldot[32*l +: 32]);
                 end
                 if (s1_last) begin
                     srow <= s1_row;
