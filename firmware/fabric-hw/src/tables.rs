@@ -23,8 +23,13 @@ use crate::shell::{hex, Shell};
 /// Why a table could not be put into a slot.
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
-    #[error("slot {slot}: a table of {bytes} bytes does not fit its region of {region} bytes")]
-    RegionTooSmall { slot: u8, bytes: u64, region: u64 },
+    #[error("slot {slot}: its region of {region} bytes cannot hold a table of {bytes} bytes{}", and_kv(*kv))]
+    RegionTooSmall {
+        slot: u8,
+        bytes: u64,
+        kv: u64,
+        region: u64,
+    },
     #[error("slot {slot}: SLOT_SHUTDOWN reads {shutdown:#x}, not {SHUTDOWN_DONE:#x}: its engine may still read its region, so nothing is written there until it is quiesced with nothing outstanding")]
     NotQuiesced { slot: u8, shutdown: u32 },
     #[error("the DMA buffer of {size} bytes leaves {left} bytes after the rings for {slots} slots' tables")]
@@ -46,6 +51,15 @@ pub enum TableError {
     Refused { slot: u8, fault: u32 },
     #[error("slot {slot}: reading its table in ended in {state:?}")]
     Failed { slot: u8, state: SlotState },
+}
+
+/// A transformer's keys and values, named in a region's refusal.
+fn and_kv(kv: u64) -> String {
+    if kv == 0 {
+        String::new()
+    } else {
+        format!(" and its lanes' keys and values of {kv} bytes")
+    }
 }
 
 /// What a slot holds after a commit, as the shell reports it.
@@ -110,7 +124,10 @@ impl Tables {
     }
 
     /// Writes `table` (its bytes: little-endian words) into slot `slot`'s
-    /// region and has the slot read it in; waits at most `timeout`.
+    /// region and has the slot read it in; waits at most `timeout`. `kv`
+    /// is what the engine keeps in the region after the table: a
+    /// transformer's keys and values, for every lane (contract section 10);
+    /// the region must hold both, or nothing is written.
     ///
     /// In order (contract section 7):
     /// 0. the slot quiesced with nothing outstanding (SLOT_SHUTDOWN 0x0F),
@@ -133,14 +150,16 @@ impl Tables {
         shell: &Shell,
         slot: u8,
         table: &[u8],
+        kv: u64,
         timeout: Duration,
     ) -> Result<Committed, TableError> {
         assert!(usize::from(slot) < self.slots, "slot {slot} has no region");
         let bytes = table.len() as u64;
-        if bytes > self.region {
+        if bytes.saturating_add(kv) > self.region {
             return Err(TableError::RegionTooSmall {
                 slot,
                 bytes,
+                kv,
                 region: self.region,
             });
         }

@@ -23,6 +23,9 @@ pub struct Committed {
     pub crc: u32,
     /// A transformer's context: the most positions a sequence holds.
     pub context: Option<usize>,
+    /// Bytes of one lane's keys and values the engine keeps in the slot's
+    /// region after the table (a transformer's; 0 for a trigram table).
+    pub kv_bytes_a_lane: u64,
 }
 
 /// Why a model file cannot be committed.
@@ -51,6 +54,7 @@ pub fn read(bytes: &[u8]) -> Result<Committed, CommittedError> {
                 identity: t.identity(),
                 crc: t.crc(),
                 context: None,
+                kv_bytes_a_lane: 0,
             })
         }
         crate::lm::weights::MAGIC => {
@@ -63,6 +67,7 @@ pub fn read(bytes: &[u8]) -> Result<Committed, CommittedError> {
                 identity: w.identity,
                 crc: crc32fast::hash(bytes),
                 context: Some(w.shape.context),
+                kv_bytes_a_lane: w.shape.kv_bytes_a_lane(),
             })
         }
         other => Err(CommittedError::Magic(other)),

@@ -49,6 +49,9 @@ struct SlotTable {
     /// Its offset in the device's view of DDR, and the words it declares.
     at: usize,
     words: usize,
+    /// The region's words (TABLE_WORDS at the commit): a transformer's
+    /// keys and values follow its weights there.
+    region_words: u32,
     header: [u32; HEADER_WORDS],
     /// The CRC-32 the engine computed reading it (SLOT_TABLE_CRC).
     crc: u32,
@@ -1086,6 +1089,7 @@ impl Fabric {
         let slot_table = SlotTable {
             at,
             words: declared as usize,
+            region_words,
             header,
             crc: 0,
             identity,
@@ -1095,12 +1099,24 @@ impl Fabric {
     }
 
     /// A transformer's weights, read in whole: parsed from DDR and checked
-    /// (shape, size, the identity they declare against their words), or
-    /// the slot error they come to.
+    /// (shape, size, the identity they declare against their words), and
+    /// the region checked to hold every lane's keys and values after them,
+    /// as the RTL engine checks it (`rtl/engine/lm/fabric_lm.v`, S_SHAPE3);
+    /// or the slot error they come to.
     fn read_weights(&self, mut t: SlotTable) -> Result<SlotTable, u8> {
         let words: Vec<u32> = (0..t.words).map(|i| self.dram_u32(t.at + 4 * i)).collect();
         match Weights::from_words(&words) {
             Ok(w) => {
+                let kv_words = w.shape.kv_bytes_a_lane() / 4 * u64::from(self.config.lanes);
+                if t.words as u64 + kv_words > u64::from(t.region_words) {
+                    log::warn!(
+                        "fabric-sim: committed weights of {} words and {kv_words} words of keys and values for {} lanes do not fit their region of {} words",
+                        t.words,
+                        self.config.lanes,
+                        t.region_words
+                    );
+                    return Err(slot_error::BAD_TABLE);
+                }
                 t.lm = Some(Arc::new(w));
                 Ok(t)
             }

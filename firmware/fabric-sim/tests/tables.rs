@@ -87,7 +87,7 @@ async fn a_commit_to_a_slot_not_quiesced_is_refused_and_it_keeps_serving() {
     // serving engine reads at every step.
     let err = h
         .tables
-        .commit(&h.shell, 0, &table("fortunes"), Duration::from_secs(10))
+        .commit(&h.shell, 0, &table("fortunes"), 0, Duration::from_secs(10))
         .expect_err("refused");
     assert!(
         matches!(
@@ -153,7 +153,7 @@ async fn a_table_its_region_cannot_hold_never_reaches_the_device() {
     let h = bare_host(&sim);
     let err = h.commit(0, "kjv").expect_err("too big");
     assert!(
-        matches!(err, TableError::RegionTooSmall { slot: 0, bytes, region } if bytes > region),
+        matches!(err, TableError::RegionTooSmall { slot: 0, bytes, kv: 0, region } if bytes > region),
         "{err}"
     );
     assert_eq!(h.shell.slot(0).state, SlotState::NoModel);
@@ -271,7 +271,7 @@ async fn switches_of_one_slot_lose_nothing_of_the_other_slots() {
                     .quiesce(1, Duration::from_secs(10))
                     .expect("slot 1 quiesces");
                 tables
-                    .commit(&shell, 1, &table, Duration::from_secs(10))
+                    .commit(&shell, 1, &table, 0, Duration::from_secs(10))
                     .expect("the switch commits");
                 shell.set_quiesce(1, false);
             }

@@ -208,3 +208,65 @@ async fn weights_for_the_wrong_engine_or_corrupt_leave_the_slot_in_error_until_g
     let want = generate(&w, &[9], 5, 0.9, 3, NO_STOP_TOKEN).expect("reference");
     assert_eq!(got[0], ok(want, Finish::Length));
 }
+
+/// A slot's region holds the weights and, after them, every lane's keys
+/// and values (contract section 10). Weights whose lanes' keys and values
+/// would run past the region are refused by the daemon's side before a
+/// word is written, and the slot keeps serving what it held; and a daemon
+/// that left no room for them is refused by the device, as the RTL engine
+/// refuses them, not served into memory past its region.
+#[tokio::test]
+async fn weights_whose_keys_and_values_overrun_the_region_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w = model();
+    let (_sim, mut h) = with_transformer(dir.path(), &w).await;
+    // A long context: small weights, a lane's keys and values of 2.6 MB.
+    let long = Weights::random(
+        Shape {
+            vocab: 320,
+            dim: 32,
+            layers: 8,
+            heads: 2,
+            hidden: 64,
+            context: 4096,
+        },
+        12,
+    );
+    let long_bytes = bytes(&long);
+    let kv = long.shape.kv_bytes_a_lane() * h.shell.info().lanes as u64;
+    let region = h.tables.region_bytes();
+    assert!(
+        (long_bytes.len() as u64) < region && long_bytes.len() as u64 + kv > region,
+        "the weights ({} bytes) fit the region ({region}) and their keys and values ({kv}) do not",
+        long_bytes.len()
+    );
+
+    let err = h.commit_bytes(1, &long_bytes).expect_err("no room");
+    assert!(
+        matches!(err, TableError::RegionTooSmall { slot: 1, kv: k, .. } if k == kv),
+        "{err}"
+    );
+    assert!(err.to_string().contains("keys and values"), "{err}");
+    let got = run_all(&mut h, &[submission(1, SLOT1, &[9], 5, 3)]).await;
+    let want = generate(&w, &[9], 5, 0.9, 3, NO_STOP_TOKEN).expect("reference");
+    assert_eq!(
+        got[0],
+        ok(want, Finish::Length),
+        "the slot serves what it held"
+    );
+
+    let err = h
+        .commit_with_kv(1, &long_bytes, 0)
+        .expect_err("the device refuses");
+    assert!(
+        matches!(
+            err,
+            TableError::Failed {
+                state: SlotState::Error(slot_error::BAD_TABLE),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    h.commit_bytes(1, &bytes(&w)).expect("the weights again");
+}

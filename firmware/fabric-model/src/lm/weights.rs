@@ -85,6 +85,15 @@ impl Shape {
         matrix(1, self.dim) + self.layers * layer + matrix(self.vocab, self.dim)
     }
 
+    /// Bytes of one lane's keys and values in the slot's region (contract
+    /// section 10): for each layer and head, the keys and the values (a
+    /// byte an element, `context` positions of a head) and their maxima (a
+    /// word a position each). A region holds the weights and every lane's.
+    pub fn kv_bytes_a_lane(&self) -> u64 {
+        let per_head = 2 * self.context as u64 * (self.head() as u64 + 4);
+        self.layers as u64 * self.heads as u64 * per_head
+    }
+
     fn check(&self) -> Result<(), WeightsError> {
         let bad = |why: &str| Err(WeightsError::Shape(format!("{self:?}: {why}")));
         if self.vocab == 0 || self.vocab > 1 << 16 {

@@ -15,7 +15,7 @@ pub const MAX_CYCLES: u64 = 20_000_000;
 
 /// Bytes of one lane's keys and values (contract section 10).
 pub fn lane_kv(s: &Shape) -> usize {
-    s.layers * s.context * 2 * s.heads * (s.head() + 4)
+    s.kv_bytes_a_lane() as usize
 }
 
 pub struct Rig {

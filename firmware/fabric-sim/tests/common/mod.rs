@@ -85,15 +85,30 @@ impl Host {
 
     /// The same with a table's bytes.
     pub fn commit_bytes(&self, slot: u8, table: &[u8]) -> Result<Committed, TableError> {
+        self.commit_with_kv(slot, table, kv_of(table, &self.shell))
+    }
+
+    /// Commits `table` saying its lanes' keys and values take `kv` bytes of
+    /// the region, as the daemon works them out (`kv_of`) or, to see what
+    /// the device does with a daemon that got them wrong, not.
+    pub fn commit_with_kv(&self, slot: u8, table: &[u8], kv: u64) -> Result<Committed, TableError> {
         self.shell
             .quiesce(slot, Duration::from_secs(10))
             .expect("the slot quiesces");
         let r = self
             .tables
-            .commit(&self.shell, slot, table, Duration::from_secs(10));
+            .commit(&self.shell, slot, table, kv, Duration::from_secs(10));
         self.shell.set_quiesce(slot, false);
         r
     }
+}
+
+/// What the daemon leaves room for after `table` in a region: a
+/// transformer's keys and values for every lane of the shell (0 for a
+/// trigram table, or a table that does not parse).
+pub fn kv_of(table: &[u8], shell: &Shell) -> u64 {
+    fabric_model::committed::read(table)
+        .map_or(0, |c| c.kv_bytes_a_lane * shell.info().lanes as u64)
 }
 
 /// Attaches and commits nothing.

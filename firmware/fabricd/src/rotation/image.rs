@@ -33,6 +33,9 @@ pub(super) struct CheckedTable {
     /// declares, and the CRC-32 its engine computes.
     pub identity: String,
     pub crc: u32,
+    /// Bytes of a lane's keys and values the engine keeps after the table
+    /// (a transformer's; 0 for a trigram table).
+    pub kv_a_lane: u64,
 }
 
 /// Checks `model`'s image of `kind` for `slot`: the manifest's shell is
@@ -122,6 +125,7 @@ pub(super) fn check_table(
         bytes,
         identity,
         crc,
+        kv_a_lane: table.kv_bytes_a_lane,
     })
 }
 

@@ -226,7 +226,8 @@ pub(super) fn commit_table(
     shell
         .quiesce(slot, config.quiesce_timeout)
         .map_err(|source| RotationError::Quiesce { slot, source })?;
-    let got = tables.commit(shell, slot, &table.bytes, config.commit_timeout)?;
+    let kv = table.kv_a_lane * shell.info().lanes as u64;
+    let got = tables.commit(shell, slot, &table.bytes, kv, config.commit_timeout)?;
     if got.engine != Some(engine) || got.crc != table.crc || got.identity != table.identity {
         return Err(RotationError::Readback {
             slot,
