@@ -33,6 +33,7 @@ fn main() -> Result<()> {
     control_lines(&seeds)?;
     request_heads(&seeds)?;
     tables(&seeds)?;
+    tokenizers(&seeds)?;
     Ok(())
 }
 
@@ -68,6 +69,34 @@ fn completion_bodies(s: &Seeds) -> Result<()> {
         ),
     ] {
         s.write("completion_body", name, body.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// A small tokenizer's file, its length in front, then text to encode
+/// (the `tokenizer` target's input).
+fn tokenizers(s: &Seeds) -> Result<()> {
+    use fabric_model::tokenizer::Tokenizer;
+    let t = Tokenizer::new(vec![
+        b"And".to_vec(),
+        b" God".to_vec(),
+        b" said".to_vec(),
+        b",".to_vec(),
+        "\u{e9}".as_bytes().to_vec(),
+        vec![0xC3],
+    ]);
+    let file = t.to_bytes();
+    for (name, text) in [
+        (
+            "genesis",
+            "And God said, Let there be light: and there was light.",
+        ),
+        ("no-text", ""),
+    ] {
+        let mut seed = u16::try_from(file.len())?.to_le_bytes().to_vec();
+        seed.extend_from_slice(&file);
+        seed.extend_from_slice(text.as_bytes());
+        s.write("tokenizer", name, &seed)?;
     }
     Ok(())
 }
