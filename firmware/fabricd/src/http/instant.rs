@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use fabric_hw::contract::Finish;
-use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 
 use super::body::{full, json_bytes, Body};
@@ -362,8 +362,12 @@ pub(super) fn instant_response(app: &App, ledger: &Ledger, a: Instant) -> Respon
     r
 }
 
+/// The header named once: inserted by `&str`, its name was parsed and
+/// copied into an allocation of its own for every response.
+static SOURCE: HeaderName = HeaderName::from_static(SOURCE_HEADER);
+
 /// Marks a successful completion with what answered it.
 pub(super) fn set_source(r: &mut Response<Body>, source: Source) {
     r.headers_mut()
-        .insert(SOURCE_HEADER, HeaderValue::from_static(source.label()));
+        .insert(&SOURCE, HeaderValue::from_static(source.label()));
 }

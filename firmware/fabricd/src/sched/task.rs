@@ -25,7 +25,12 @@ use crate::stats::InFlight;
 #[derive(Debug)]
 pub struct Scheduler {
     pub handle: Handle,
-    pub task: tokio::task::JoinHandle<Driver>,
+    /// Boxed: tokio moves a task's `Poll<Output>` by value on every poll
+    /// (twice, through its panic guard), and the driver is about 8.6 KB
+    /// (its rings' per-context state, held inline): unboxed, that was
+    /// 34 KB of copying a request, the largest single cost of a keystroke
+    /// under callgrind (`results/arm-cost-2026-12-06-run2.md`).
+    pub task: tokio::task::JoinHandle<Box<Driver>>,
     /// Fires when shutdown's grace is over: whatever is left is answered
     /// `shutting_down` and the task ends.
     pub stop: CancellationToken,
@@ -210,7 +215,7 @@ async fn run(
     catalog: Arc<Catalog>,
     published: Arc<Published>,
     in_flight: Arc<InFlight>,
-) -> Driver {
+) -> Box<Driver> {
     let mut task = Task {
         driver,
         catalog,
@@ -355,7 +360,7 @@ async fn run(
         });
         published.publish(&state);
     }
-    task.driver
+    Box::new(task.driver)
 }
 
 fn take_admission(state: &mut State, adm: Admission, now: Instant) {
