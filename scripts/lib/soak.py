@@ -23,6 +23,17 @@ from collections import Counter, defaultdict
 # ---------------------------------------------------------------- raw HTTP
 
 
+def recv_until(s, marker, cap, got):
+    """Adds what S sends to GOT (a bytearray, so that what came before a
+    timeout is kept) until MARKER is in it, CAP bytes have come, or S
+    closes."""
+    while marker not in got and len(got) < cap:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+
+
 def http_exchange(addr, data, wait=10.0):
     """The status and X-Fabricd-Error of the answer to DATA, or closed,
     reset, timeout, refused."""
@@ -38,25 +49,17 @@ def http_exchange(addr, data, wait=10.0):
             pass
         # An answer within 3 s; else the input's end (a head cut short
         # waits for more), and the rest of WAIT for an answer or a close.
-        got = b""
+        got = bytearray()
         s.settimeout(3.0)
         try:
-            while b"\r\n\r\n" not in got and len(got) < 65536:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                got += chunk
+            recv_until(s, b"\r\n\r\n", 65536, got)
         except socket.timeout:
             try:
                 s.shutdown(socket.SHUT_WR)
             except OSError:
                 pass
             s.settimeout(wait - 3.0)
-            while b"\r\n\r\n" not in got and len(got) < 65536:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                got += chunk
+            recv_until(s, b"\r\n\r\n", 65536, got)
     except socket.timeout:
         return {"status": "timeout"}
     except ConnectionResetError:
@@ -148,12 +151,8 @@ def control_exchange(path, data, wait=5.0):
             s.shutdown(socket.SHUT_WR)
         except OSError:
             pass
-        got = b""
-        while b"\n" not in got and len(got) < 1 << 20:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            got += chunk
+        got = bytearray()
+        recv_until(s, b"\n", 1 << 20, got)
     except socket.timeout:
         return {"answer": "timeout"}
     except ConnectionResetError:
