@@ -8,6 +8,18 @@
 //! every whole free page in the heap (inside it too, since glibc 2.8). It
 //! holds the arena's lock while it walks the heap, so it runs when load
 //! has fallen, not on every tick.
+//!
+//! The trim runs on the runtime's own thread, not on a blocking thread:
+//! malloc is kept to one arena ([`one_arena`]), so while the walk holds
+//! its lock any thread's next allocation that its thread cache cannot
+//! serve waits for the walk wherever it runs, and a blocking thread bought
+//! the serving thread little. It cost a thread, though: tokio keeps an
+//! idle blocking thread 10 s, and while HAProxy closes its pooled
+//! connections a few at a time the trims come a few seconds apart, so the
+//! board held a thread more than its idle baseline for as long as its
+//! load went on falling. A walk is well under a millisecond at the heaps
+//! the soak sees (docs/design.md), at most twice for each fall of a
+//! quarter.
 
 use std::time::Duration;
 
@@ -73,9 +85,7 @@ pub async fn give_back(load: impl Fn() -> u64, stop: CancellationToken) {
             () = stop.cancelled() => return,
         }
         if watch.look(load()) {
-            // Off the serving thread: the walk takes milliseconds on a
-            // large heap.
-            let _ = tokio::task::spawn_blocking(trim).await;
+            trim();
         }
     }
 }
@@ -107,10 +117,14 @@ pub fn one_arena() {}
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 fn trim() {
+    let start = std::time::Instant::now();
     // SAFETY: malloc_trim takes no pointers and is thread-safe (it locks
     // each arena it walks); 0 asks it to keep no padding at the top.
     let released = unsafe { libc::malloc_trim(0) };
-    log::debug!("serve: gave free memory back to the system ({released})");
+    log::debug!(
+        "serve: gave free memory back to the system ({released}) in {} µs",
+        start.elapsed().as_micros()
+    );
 }
 
 /// Other C libraries (musl) have no `malloc_trim`; their allocators give
@@ -143,5 +157,45 @@ mod tests {
         // Small loads never trim: at most FALL has gone.
         assert!(!w.look(FALL - 1));
         assert!(!w.look(0));
+    }
+
+    /// A trim starts no thread: one would outlive it by tokio's keep-alive
+    /// (10 s), a thread more than the idle board's while load falls.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_trim_runs_on_the_runtimes_thread() {
+        const NAME: &str = "trim-test-pool";
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .thread_name(NAME)
+            .build()
+            .expect("a runtime");
+        let stop = CancellationToken::new();
+        let looks = std::sync::atomic::AtomicU32::new(0);
+        // A burst, then nothing: a trim at the fall and one AGAIN_AFTER
+        // ticks later; then the watch stops.
+        let load = || {
+            let n = looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if n > AGAIN_AFTER + 2 {
+                stop.cancel();
+            }
+            if n == 0 {
+                10_000
+            } else {
+                0
+            }
+        };
+        runtime.block_on(give_back(load, stop.clone()));
+        assert!(looks.into_inner() > AGAIN_AFTER + 2);
+        let names: Vec<String> = std::fs::read_dir("/proc/self/task")
+            .expect("/proc/self/task")
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .map(|c| c.trim_end().to_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n == NAME),
+            "a thread of the runtime's blocking pool: {names:?}"
+        );
     }
 }
