@@ -165,18 +165,36 @@ pub struct IrqLine {
     pub count: u32,
     pub masked: bool,
     pub conns: Vec<File>,
+    /// When the socket was last read.
+    looked: Option<Instant>,
 }
+
+/// How often unmasks are read while the line is unmasked. To UIO such a
+/// write is a no-op that never fails, and the daemon's watchdog makes one
+/// every drain (driver.rs, `WATCHDOG`); unread, they would fill the
+/// socket (a few hundred messages of the writer's send buffer) and the
+/// daemon's `write` would fail with `EAGAIN`, which silicon never does.
+/// Read this often, a writer would need some hundred thousand writes a
+/// second to fill it.
+const UNMASKED_LOOK: Duration = Duration::from_millis(2);
 
 impl IrqLine {
     /// Takes the unmask writes that came since the last look, without
     /// waiting. Nothing sleeps on the socket: a thread blocked in `read`
     /// would be woken by every unmask, and that wake-up is done in, and
-    /// charged to, the daemon's `write` (docs/design.md, "The simulator"), which on
-    /// silicon is a register write in the kernel's UIO handler. The sequencer looks at every tick, so an unmask
-    /// takes effect within a poll interval, as a doorbell does; it looks only
-    /// while the line is masked, so an idle fabric makes no system calls.
-    pub fn take_unmasks(&mut self) {
-        if self.masked {
+    /// charged to, the daemon's `write` (docs/design.md, "The simulator"),
+    /// which on silicon is a register write in the kernel's UIO handler.
+    /// While the line is masked the sequencer looks at every tick, so an
+    /// unmask takes effect within a poll interval, as a doorbell does;
+    /// while it is unmasked, only every [`UNMASKED_LOOK`], so the no-op
+    /// unmasks cost a few system calls a second and an idle fabric
+    /// (whose ticks back off) hardly any.
+    pub fn take_unmasks(&mut self, now: Instant) {
+        let due = self
+            .looked
+            .is_none_or(|at| now.saturating_duration_since(at) >= UNMASKED_LOOK);
+        if self.masked || due {
+            self.looked = Some(now);
             self.read();
         }
     }

@@ -336,7 +336,7 @@ fn sequencer(shared: &Shared) {
         let now = Instant::now();
         let (next, busy) = {
             let mut f = shared.lock();
-            f.irq.take_unmasks();
+            f.irq.take_unmasks(now);
             let next = f.tick(now);
             f.deliver_irq();
             (next, next.is_some() || f.counters().active > 0)

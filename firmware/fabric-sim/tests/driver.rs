@@ -124,6 +124,30 @@ async fn a_lost_interrupt_is_recovered_by_draining_anyway() {
 }
 
 #[tokio::test]
+async fn unmasking_an_unmasked_line_never_fails() {
+    // The daemon's watchdog unmasks after every drain, ten times a second
+    // while a request runs, interrupt or not; to UIO an unmask of an
+    // unmasked line is a no-op and a `write` that never fails. Half a
+    // second of unmasks at a thousand a second is more than the socket
+    // holds unread.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sim(dir.path(), |_| {});
+    let mut h = host(&sim).await;
+    let mut pace = tokio::time::interval(Duration::from_millis(1));
+    for i in 0..500 {
+        pace.tick().await;
+        if let Err(e) = h.irq.unmask() {
+            panic!("unmask {i} of an unmasked line: {e:?}");
+        }
+    }
+    // And an interrupt still comes for a completion.
+    h.rings
+        .submit(&h.shell, &[sub(11, 0, 3, false)])
+        .expect("submit");
+    until_done(&mut h.irq, &h.shell, &mut h.rings, 11).await;
+}
+
+#[tokio::test]
 async fn corrupted_output_fails_its_crc() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sim(dir.path(), |_| {});
