@@ -1,5 +1,5 @@
 //! With the `verilated` feature: Verilates `rtl/sim/fabric_cosim.v` and the
-//! shell, slot and engine under it, and compiles the model, Verilator's
+//! shell, slots and engines under it, and compiles the model, Verilator's
 //! runtime and `rtl/sim/cosim.cpp` (the C interface) into one static
 //! library. Verilator comes from the system (Debian's `verilator`); its
 //! runtime sources are where `verilator --getenv VERILATOR_ROOT` says.
@@ -38,7 +38,7 @@ fn main() {
     let obj = out.join("verilated");
     let _ = std::fs::remove_dir_all(&obj);
     let mut sources: Vec<PathBuf> = vec![rtl.join("sim/fabric_cosim.v")];
-    for dir in ["common", "shell", "slot", "engine"] {
+    for dir in ["common", "shell", "slot", "engine", "engine/lm"] {
         sources.extend(verilog_in(&rtl.join(dir)));
     }
     let unique = match std::env::var("FABRIC_RTL_X_INITIAL").as_deref() {

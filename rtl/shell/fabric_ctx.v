@@ -42,6 +42,8 @@ module fabric_ctx #(
     input  wire [DAW-1:0]    al_out,
     input  wire              al_stream,
     input  wire [31:0]       al_us,
+    input  wire [DAW-1:0]    al_prompt,
+    input  wire [15:0]       al_len,
 
     // A lane given (fabric_sched).
     input  wire              gr_valid,
@@ -83,6 +85,9 @@ module fabric_ctx #(
     output wire [31:0]       rd_crc,
     output wire              rd_stream,
     output wire [31:0]       rd_us,
+    output wire              rd_first,
+    output wire [DAW-1:0]    rd_prompt,
+    output wire [15:0]       rd_len,
     // fabric_end's context.
     input  wire [LW-1:0]     en_idx,
     output wire [31:0]       en_tag,
@@ -105,6 +110,9 @@ module fabric_ctx #(
     reg [31:0]    crc      [0:CPS-1];
     reg [31:0]    start_us [0:CPS-1];
     reg           stream   [0:CPS-1];
+    reg [DAW-1:0] prompt   [0:CPS-1];
+    reg [15:0]    len      [0:CPS-1];
+    reg [CPS-1:0] first_step;
     reg [CPS-1:0] in_pipe;
 
     assign rd_tag = tag[rd_idx];
@@ -120,6 +128,9 @@ module fabric_ctx #(
     assign rd_crc = crc[rd_idx];
     assign rd_stream = stream[rd_idx];
     assign rd_us = start_us[rd_idx];
+    assign rd_first = first_step[rd_idx];
+    assign rd_prompt = prompt[rd_idx];
+    assign rd_len = len[rd_idx];
     assign en_tag = tag[en_idx];
     assign en_crc = crc[en_idx];
     assign en_produced = produced[en_idx];
@@ -202,6 +213,9 @@ module fabric_ctx #(
                     crc[i] <= 32'hFFFF_FFFF;
                     start_us[i] <= al_us;
                     stream[i] <= al_stream;
+                    prompt[i] <= al_prompt;
+                    len[i] <= al_len;
+                    first_step[i] <= 1'b1;
                 end else begin
                     if ((fr_step && fr_step_idx == i[LW-1:0]) ||
                         (fr_end && fr_end_idx == i[LW-1:0])) begin
@@ -212,6 +226,7 @@ module fabric_ctx #(
                     end
                     if (tk_valid && tk_idx == i[LW-1:0]) begin
                         draw_ok[i] <= 1'b0;
+                        first_step[i] <= 1'b0;
                     end else if (mx_keep && mx_idx == i[LW-1:0]) begin
                         rng[i] <= mx_state;
                         draw[i] <= mx_draw;

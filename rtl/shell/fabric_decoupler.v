@@ -12,25 +12,37 @@
 // reprogrammed cannot reach the shell. The decoupler comes out of reset
 // coupled, as the IP does.
 //
-// The engine's read master (contract 2.0) passes through it to the slot's
-// HP port, and the decoupler counts the bursts the PS owes (each AR taken,
-// until its RLAST), as Xilinx's DFX AXI Shutdown Manager (PG377) tracks
-// the transactions outstanding at a boundary. Decoupled, no read is asked
-// for (ARVALID low to the PS) and none is answered to the slot (RVALID
-// low to it); the beats of the bursts still owed are taken from the PS and
-// dropped (RREADY high), also after the slot is coupled again, until none
-// is owed: the port is never left with a burst it cannot finish, and a
-// new engine never receives a beat it did not ask for (what a slot
-// reprogrammed while coupled asked for, say). `draining` says so, and the
-// shell waits for it before it reads what the slot holds. A slot
-// decoupled with a read under way comes up torn: the shell saw the read.
+// The engine's master (contract 2.0) passes through it to the slot's HP
+// port, 64 bits wide, and the decoupler counts what is outstanding there,
+// as Xilinx's DFX AXI Shutdown Manager (PG377) tracks the transactions at
+// a boundary and terminates them when it is active, "because the RM might
+// not be able to complete them": the read bursts the PS owes (each AR
+// taken, until its RLAST), the write beats the slot owes the PS (each AW
+// taken, until its W), and the write responses the PS owes (each AW taken,
+// until its B). Writes cross as single beats (AWLEN 0, WLAST high: the
+// transformer writes a word at a time), and a write's beat goes to the
+// PS only after its address did, as an interconnect routes W by its AW:
+// so a beat is never owed an address the slot may not give. Decoupled,
+// nothing new is asked for (ARVALID and AWVALID low to the PS), nothing
+// answered to the slot (RVALID, BVALID low to it, WREADY low); the beats
+// of the read bursts still owed are taken from the PS and dropped (RREADY
+// high), each write beat owed is given with no byte enabled (WSTRB 0:
+// nothing written), and each response owed taken and dropped (BREADY
+// high), also after the slot is coupled again, until none is owed: the
+// port is never left with a transaction it cannot finish, and a new
+// engine never receives a beat or a response it did not ask for (what a
+// slot reprogrammed while coupled asked for, say). `draining` says so,
+// and the shell waits for it before it reads what the slot holds. A slot
+// decoupled with a read or write under way comes up torn: the shell saw
+// it.
 
 `default_nettype none
 
 module fabric_decoupler #(
-    parameter integer REQ_W = 117,      // a step: a, b, draw, greedy, inv_t
-    parameter integer RSP_W = 34,       // its answer: token, fault code
-    parameter integer DAW = 40
+    parameter integer DAW = 40,
+    // A step and its answer (rtl/slot/fabric_slot.v).
+    parameter integer REQ_W = 142 + DAW,
+    parameter integer RSP_W = 43
 ) (
     input  wire             clk,
     input  wire             rst,
@@ -55,7 +67,8 @@ module fabric_decoupler #(
     output wire [1:0]       s_rresp,
 
     output reg              decoupled,
-    output wire             draining,   // bursts owed by the PS are being dropped
+    output wire             draining,   // what the port owes is being dropped, or completed
+    output wire             progress,   // a beat or a response reached the slot
 
     // Shell side.
     input  wire             sh_req_valid,
@@ -80,11 +93,21 @@ module fabric_decoupler #(
     output wire [7:0]       ps_arlen,
     output wire             ps_arvalid,
     input  wire             ps_arready,
-    input  wire [31:0]      ps_rdata,
+    input  wire [63:0]      ps_rdata,
     input  wire [1:0]       ps_rresp,
     input  wire             ps_rlast,
     input  wire             ps_rvalid,
     output wire             ps_rready,
+    output wire [DAW-1:0]   ps_awaddr,
+    output wire             ps_awvalid,
+    input  wire             ps_awready,
+    output wire [63:0]      ps_wdata,
+    output wire [7:0]       ps_wstrb,
+    output wire             ps_wvalid,
+    input  wire             ps_wready,
+    input  wire [1:0]       ps_bresp,
+    input  wire             ps_bvalid,
+    output wire             ps_bready,
 
     // Slot side.
     output wire             rp_req_valid,
@@ -107,11 +130,21 @@ module fabric_decoupler #(
     input  wire [7:0]       rp_arlen,
     input  wire             rp_arvalid,
     output wire             rp_arready,
-    output wire [31:0]      rp_rdata,
+    output wire [63:0]      rp_rdata,
     output wire [1:0]       rp_rresp,
     output wire             rp_rlast,
     output wire             rp_rvalid,
-    input  wire             rp_rready
+    input  wire             rp_rready,
+    input  wire [DAW-1:0]   rp_awaddr,
+    input  wire             rp_awvalid,
+    output wire             rp_awready,
+    input  wire [63:0]      rp_wdata,
+    input  wire [7:0]       rp_wstrb,
+    input  wire             rp_wvalid,
+    output wire             rp_wready,
+    output wire [1:0]       rp_bresp,
+    output wire             rp_bvalid,
+    input  wire             rp_bready
 );
     wire        reg_we, reg_re;
     wire [11:0] reg_waddr, reg_raddr;
@@ -158,26 +191,45 @@ module fabric_decoupler #(
     assign rp_tbl_base = sh_tbl_base;
     assign rp_tbl_region = sh_tbl_region;
 
-    // Bursts the PS owes the slot's port, and whether their beats are
-    // dropped: from a decoupling until none is owed.
-    reg [7:0] owed;
+    // What is owed at the port, and whether it is being dropped or
+    // completed: from a decoupling until nothing is.
+    reg [7:0] owed;                      // read bursts the PS owes
+    reg [7:0] w_owed;                    // write beats owed the PS
+    reg [7:0] b_owed;                    // write responses the PS owes
     reg       dropping;
     wire      ps_ar = ps_arvalid && ps_arready;
     wire      ps_end = ps_rvalid && ps_rready && ps_rlast;
+    wire      ps_aw = ps_awvalid && ps_awready;
+    wire      ps_w = ps_wvalid && ps_wready;
+    wire      ps_b = ps_bvalid && ps_bready;
+    // Each count at most the PS's acceptance; it saturates rather than
+    // wraps should a broken slot ask for more.
+    function [7:0] count(input [7:0] n, input up, input down);
+        begin
+            if (up && !down && n != 8'hFF)
+                count = n + 8'd1;
+            else if (down && !up && n != 8'd0)
+                count = n - 8'd1;
+            else
+                count = n;
+        end
+    endfunction
+    wire [7:0] owed_next = count(owed, ps_ar, ps_end);
+    wire [7:0] w_owed_next = count(w_owed, ps_aw, ps_w);
+    wire [7:0] b_owed_next = count(b_owed, ps_aw, ps_b);
     always @(posedge clk) begin
         if (rst) begin
             owed <= 8'd0;
+            w_owed <= 8'd0;
+            b_owed <= 8'd0;
             dropping <= 1'b0;
         end else begin
-            // At most the PS's read acceptance is owed; the count saturates
-            // rather than wraps should a broken slot ask for more.
-            if (ps_ar && !ps_end && owed != 8'hFF)
-                owed <= owed + 8'd1;
-            else if (ps_end && !ps_ar && owed != 8'd0)
-                owed <= owed - 8'd1;
+            owed <= owed_next;
+            w_owed <= w_owed_next;
+            b_owed <= b_owed_next;
             if (decoupled)
                 dropping <= 1'b1;
-            else if (owed == 8'd0 || (owed == 8'd1 && ps_end && !ps_ar))
+            else if ({owed_next, w_owed_next, b_owed_next} == 24'd0)
                 dropping <= 1'b0;
         end
     end
@@ -193,6 +245,21 @@ module fabric_decoupler #(
     assign rp_rlast = ps_rlast;
     assign rp_rvalid = !cut && ps_rvalid;
     assign ps_rready = cut || rp_rready;
+
+    assign ps_awaddr = rp_awaddr;
+    assign ps_awvalid = !cut && rp_awvalid;
+    assign rp_awready = !cut && ps_awready;
+    // A beat only behind its address; cut off, the beats owed go with
+    // nothing enabled.
+    wire   w_pass = !cut && w_owed != 8'd0;
+    assign ps_wvalid = cut ? w_owed != 8'd0 : w_pass && rp_wvalid;
+    assign ps_wdata = cut ? 64'd0 : rp_wdata;
+    assign ps_wstrb = cut ? 8'd0 : rp_wstrb;
+    assign rp_wready = w_pass && ps_wready;
+    assign rp_bresp = ps_bresp;
+    assign rp_bvalid = !cut && ps_bvalid;
+    assign ps_bready = cut || rp_bready;
+    assign progress = (rp_rvalid && rp_rready) || (rp_bvalid && rp_bready);
 endmodule
 
 `default_nettype wire

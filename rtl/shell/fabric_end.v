@@ -4,9 +4,10 @@
 // host cancelled (CTX_CANCEL, section 5: DONE, cancelled, with the output
 // so far) and, while the slot is being reprogrammed, every one its
 // contexts hold (DONE, fault: their model is going, section 7). It acts on
-// fabric_sched's choice once it is still true, and while the step port
-// works on another context: a cancel of a request waiting for a lane ends
-// it at once.
+// fabric_sched's choice once it is still true, and on a context the step
+// port does not hold: a cancel of a request waiting for a lane ends it at
+// once; one with a step out with the slot ends once its answer is in (a
+// transformer's first step feeds the whole prompt before it answers).
 
 `default_nettype none
 
@@ -28,8 +29,7 @@ module fabric_end #(
     input  wire [CPS-1:0] busy,
     input  wire [CPS-1:0] hit,
     input  wire           kill,
-    input  wire           held,
-    input  wire [LW-1:0]  held_idx,
+    input  wire [CPS-1:0] held,         // contexts the step port holds
 
     output wire [LW-1:0]  rd_idx,
     input  wire [31:0]    rd_tag,
@@ -62,7 +62,7 @@ module fabric_end #(
 
     // The choice still holds: the context is busy, not the step port's, and
     // cancelled (or the slot is being reprogrammed).
-    wire still = en_valid && busy[en_idx] && !(held && held_idx == en_idx) &&
+    wire still = en_valid && busy[en_idx] && !held[en_idx] &&
                  (en_cancel ? hit[en_idx] : kill);
 
     always @(posedge clk) begin

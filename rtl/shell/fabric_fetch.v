@@ -62,6 +62,8 @@ module fabric_fetch #(
     output reg  [31:0]      acc_stop,
     output reg  [DAW-1:0]   acc_out,
     output reg              acc_stream,
+    output reg  [DAW-1:0]   acc_prompt,  // the prompt, for an engine that feeds it all
+    output reg  [15:0]      acc_len,
 
     // A refusal, to the completion queue.
     output reg              ref_valid,
@@ -340,6 +342,8 @@ module fabric_fetch #(
                         acc_stop <= d[14];
                         acc_out <= output_addr[DAW-1:0];
                         acc_stream <= d[1][24];
+                        acc_prompt <= prompt_addr[DAW-1:0];
+                        acc_len <= d[6][15:0];
                         state <= S_HAND;
                     end
                 end

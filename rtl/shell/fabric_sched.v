@@ -6,11 +6,16 @@
 //     slot decodes fewer than LANES (the order of acceptance is an age
 //     matrix, so finding the oldest is one AND per context, not a chain of
 //     compares); at most one a second cycle, so the count it reads is
-//     never behind a grant;
+//     never behind a grant. A lane has a number below LANES, the lowest
+//     not held by a decoding context nor awaiting an answer from the
+//     slot: the engine keeps a context's state (a transformer's keys and
+//     values) by it, so no two contexts share one, and an engine needs
+//     room for LANES contexts, not CPS;
 //   - a step: the next decoding context, in turn after the last one
-//     stepped, whose draw is ready and which is not cancelled;
+//     stepped, whose draw is ready, which is not cancelled and has no
+//     step out with the slot;
 //   - an end: a context the host cancelled, or any while the slot is being
-//     reprogrammed (kill), other than the one the step port holds.
+//     reprogrammed (kill), other than those the step port holds.
 
 `default_nettype none
 
@@ -31,8 +36,8 @@ module fabric_sched #(
     input  wire           kill,
     input  wire           al_valid,     // a context accepted: the youngest now
     input  wire [LW-1:0]  al_idx,
-    input  wire           held,         // the step port holds a context
-    input  wire [LW-1:0]  held_idx,
+    input  wire [CPS-1:0] held,         // contexts the step port holds
+    input  wire [CPS-1:0] lanes_out,    // lanes with a step out with the slot
     input  wire           taken,        // the step port took a step
     input  wire [LW-1:0]  taken_idx,
 
@@ -40,6 +45,7 @@ module fabric_sched #(
     output wire [LW-1:0]  gr_idx,
     output reg            pk_valid,
     output reg  [LW-1:0]  pk_idx,
+    output reg  [LW-1:0]  pk_lane,      // its lane's number
     output reg            en_valid,
     output reg  [LW-1:0]  en_idx,
     output reg            en_cancel,    // a cancel (else the slot's kill)
@@ -52,9 +58,23 @@ module fabric_sched #(
     reg [LW-1:0]  rr;                   // after the last step taken
     reg           granted;              // a lane was given last cycle
 
+    reg [LW-1:0]  lane_of [0:CPS-1];    // a decoding context's lane
+    localparam [CPS-1:0] LANE_MASK = ~({CPS{1'b1}} << LANES);
+
     wire [CPS-1:0] waiting = busy & ~run;
-    wire [CPS-1:0] held_mask = held ? ({{(CPS - 1){1'b0}}, 1'b1} << held_idx) : {CPS{1'b0}};
-    assign can_step = busy & run & draw_ok & ~hit & ~held_mask;
+    assign can_step = busy & run & draw_ok & ~hit & ~held;
+
+    // The lanes taken: a decoding context's, or one the slot still owes an
+    // answer on (a step out for a context ended meanwhile).
+    reg [CPS-1:0] lanes_taken;
+    integer m;
+    always @(*) begin
+        lanes_taken = lanes_out;
+        for (m = 0; m < CPS; m = m + 1)
+            if (busy[m] && run[m])
+                lanes_taken[lane_of[m]] = 1'b1;
+    end
+    wire [LW:0] free_lane = first(~lanes_taken & LANE_MASK);
 
     function [LW:0] ones(input [CPS-1:0] v);
         integer k;
@@ -106,11 +126,11 @@ module fabric_sched #(
     wire [LW:0] grant_pick = first(oldest_q & waiting);
     assign gr_idx = grant_pick[LW-1:0];
     always @(*)
-        gr_valid = grant_pick[LW] && !granted && !kill && !flush &&
+        gr_valid = grant_pick[LW] && free_lane[LW] && !granted && !kill && !flush &&
                    lanes_used < LANES[LW:0];
 
     wire [LW:0] step_pick = after(can_step, rr);
-    wire [CPS-1:0] ends = (kill ? busy : hit) & ~held_mask;
+    wire [CPS-1:0] ends = (kill ? busy : hit) & ~held;
     wire [LW:0] end_pick = first(ends);
 
     always @(posedge clk) begin
@@ -119,6 +139,9 @@ module fabric_sched #(
         granted <= gr_valid;
         pk_valid <= step_pick[LW] && !kill;
         pk_idx <= step_pick[LW-1:0];
+        pk_lane <= lane_of[step_pick[LW-1:0]];
+        if (gr_valid)
+            lane_of[gr_idx] <= free_lane[LW-1:0];
         en_valid <= end_pick[LW];
         en_idx <= end_pick[LW-1:0];
         en_cancel <= !kill;

@@ -36,8 +36,8 @@ module fabric_shell #(
     parameter integer DAW = 40,                // DMA address bits
     parameter integer WATCHDOG = 65536,        // fabric cycles a step may take
     // Derived from the parameters above: leave them be.
-    parameter integer REQ_W = 117,
-    parameter integer RSP_W = 34
+    parameter integer REQ_W = 142 + DAW,
+    parameter integer RSP_W = 43
 ) (
     input  wire                 clk,
     input  wire                 rst,
@@ -107,6 +107,9 @@ module fabric_shell #(
     input  wire [SLOTS-1:0]       slot_reading,
     input  wire [SLOTS-1:0]       slot_decoupled,
     input  wire [SLOTS-1:0]       slot_draining,
+    // A beat of the slot's engine's reads reached it (its decoupler): a
+    // sign of life for the step port's watchdog.
+    input  wire [SLOTS-1:0]       slot_progress,
     // The co-simulation's pacing holds a step at its gate (tied low on a
     // board): the watchdog does not count those cycles.
     input  wire [SLOTS-1:0]       slot_hold
@@ -261,7 +264,8 @@ module fabric_shell #(
     wire             acc_greedy, acc_stream;
     wire [19:0]      acc_inv_t;
     wire [15:0]      acc_max;
-    wire [DAW-1:0]   acc_out;
+    wire [DAW-1:0]   acc_out, acc_prompt;
+    wire [15:0]      acc_len;
     localparam integer FD = 1 + SLOTS;         // the fetch's DMA client
 
     fabric_fetch #(
@@ -278,7 +282,7 @@ module fabric_shell #(
         .acc_valid(acc_valid), .acc_ready(acc_ready), .acc_ctx(acc_ctx), .acc_tag(acc_tag),
         .acc_a(acc_a), .acc_b(acc_b), .acc_seed(acc_seed), .acc_greedy(acc_greedy),
         .acc_inv_t(acc_inv_t), .acc_max(acc_max), .acc_stop(acc_stop), .acc_out(acc_out),
-        .acc_stream(acc_stream),
+        .acc_stream(acc_stream), .acc_prompt(acc_prompt), .acc_len(acc_len),
         .ref_valid(c_valid[0]), .ref_ready(c_ready[0]), .ref_entry(c_entry[0 +: EW]),
         .ev_bump(ev_bump[0]), .ev_err(ev_err[0]), .ev_fault(ev_fault[0]),
         .ev_code(ev_code[0 +: 8]), .ev_submitted(ev_submitted[0])
@@ -302,7 +306,7 @@ module fabric_shell #(
 
             // What the slot says about itself, registered on this side.
             reg [31:0]  engine, tbl_crc;
-            reg         tbl_done, reading, draining;
+            reg         tbl_done, reading, draining, progress;
             reg [1:0]   tbl_result;
             reg [255:0] identity;
             always @(posedge clk) begin
@@ -313,12 +317,13 @@ module fabric_shell #(
                 identity <= slot_identity[256 * g +: 256];
                 reading <= slot_reading[g];
                 draining <= slot_draining[g];
+                progress <= slot_progress[g];
             end
             wire step_idle, table_fault;
 
-            wire [CPS-1:0] busy, run, draw_ok, hit, can_step;
-            wire           kill, hung, outstanding, stray, held, taken;
-            wire [LW-1:0]  held_idx;
+            wire [CPS-1:0] busy, run, draw_ok, hit, can_step, held, lanes_out;
+            wire           kill, hung, outstanding, stray, taken;
+            wire [LW-1:0]  held_idx, taken_idx, pk_lane;
             wire           gr_valid, pk_valid, en_valid, en_cancel;
             wire [LW-1:0]  gr_idx, pk_idx, en_idx;
             wire           up_valid, fr_step, fr_end;
@@ -326,7 +331,9 @@ module fabric_shell #(
             wire [31:0]    up_token, up_crc;
             wire [15:0]    up_produced;
             wire [31:0]    rd_tag, rd_a, rd_b, rd_draw, rd_stop, rd_crc, rd_us;
-            wire           rd_greedy, rd_stream;
+            wire           rd_greedy, rd_stream, rd_first;
+            wire [DAW-1:0] rd_prompt;
+            wire [15:0]    rd_len;
             wire [19:0]    rd_inv_t;
             wire [15:0]    rd_produced, rd_max;
             wire [DAW-1:0] rd_out;
@@ -383,8 +390,8 @@ module fabric_shell #(
                 .al_valid(acc_valid[g]), .al_idx(acc_ctx), .al_tag(acc_tag), .al_a(acc_a),
                 .al_b(acc_b), .al_seed(acc_seed), .al_greedy(acc_greedy), .al_inv_t(acc_inv_t),
                 .al_max(acc_max), .al_stop(acc_stop), .al_out(acc_out), .al_stream(acc_stream),
-                .al_us(us_now),
-                .gr_valid(gr_valid), .gr_idx(gr_idx), .tk_valid(taken), .tk_idx(held_idx),
+                .al_us(us_now), .al_prompt(acc_prompt), .al_len(acc_len),
+                .gr_valid(gr_valid), .gr_idx(gr_idx), .tk_valid(taken), .tk_idx(taken_idx),
                 .up_valid(up_valid), .up_idx(held_idx), .up_token(up_token), .up_crc(up_crc),
                 .up_produced(up_produced),
                 .fr_step(fr_step), .fr_step_idx(held_idx), .fr_end(fr_end),
@@ -394,7 +401,8 @@ module fabric_shell #(
                 .rd_idx(rd_idx), .rd_tag(rd_tag), .rd_a(rd_a), .rd_b(rd_b), .rd_draw(rd_draw),
                 .rd_greedy(rd_greedy), .rd_inv_t(rd_inv_t), .rd_produced(rd_produced),
                 .rd_max(rd_max), .rd_stop(rd_stop), .rd_out(rd_out), .rd_crc(rd_crc),
-                .rd_stream(rd_stream), .rd_us(rd_us),
+                .rd_stream(rd_stream), .rd_us(rd_us), .rd_first(rd_first),
+                .rd_prompt(rd_prompt), .rd_len(rd_len),
                 .en_idx(en_rd_idx), .en_tag(en_tag), .en_crc(en_crc),
                 .en_produced(en_produced), .en_us(en_us)
             );
@@ -403,21 +411,25 @@ module fabric_shell #(
                 .clk(clk), .rst(rst), .flush(flush),
                 .busy(busy), .run(run), .draw_ok(draw_ok), .hit(hit), .kill(kill),
                 .al_valid(acc_valid[g]), .al_idx(acc_ctx),
-                .held(held), .held_idx(held_idx), .taken(taken), .taken_idx(held_idx),
+                .held(held), .lanes_out(lanes_out), .taken(taken), .taken_idx(taken_idx),
                 .gr_valid(gr_valid), .gr_idx(gr_idx), .pk_valid(pk_valid), .pk_idx(pk_idx),
+                .pk_lane(pk_lane),
                 .en_valid(en_valid), .en_idx(en_idx), .en_cancel(en_cancel),
                 .can_step(can_step)
             );
 
             fabric_step #(.SLOT(g), .CPS(CPS), .DAW(DAW), .WATCHDOG(WATCHDOG)) step (
                 .clk(clk), .rst(rst), .flush(flush), .usable(usable[g]),
-                .decoupled(slot_decoupled[g]), .hold(slot_hold[g]), .us_now(us_now),
-                .pk_valid(pk_valid), .pk_idx(pk_idx), .can_step(can_step),
-                .taken(taken), .idx(held_idx), .held(held),
+                .decoupled(slot_decoupled[g]), .hold(slot_hold[g]), .progress(progress),
+                .us_now(us_now),
+                .pk_valid(pk_valid), .pk_idx(pk_idx), .pk_lane(pk_lane), .can_step(can_step),
+                .taken(taken), .taken_idx(taken_idx), .idx(held_idx), .held(held),
+                .lane_out(lanes_out),
                 .rd_idx(rd_idx), .rd_tag(rd_tag), .rd_a(rd_a), .rd_b(rd_b), .rd_draw(rd_draw),
                 .rd_greedy(rd_greedy), .rd_inv_t(rd_inv_t), .rd_produced(rd_produced),
                 .rd_max(rd_max), .rd_stop(rd_stop), .rd_out(rd_out), .rd_crc(rd_crc),
-                .rd_stream(rd_stream), .rd_us(rd_us),
+                .rd_stream(rd_stream), .rd_us(rd_us), .rd_first(rd_first),
+                .rd_prompt(rd_prompt), .rd_len(rd_len),
                 .up_valid(up_valid), .up_token(up_token), .up_crc(up_crc),
                 .up_produced(up_produced), .fr_valid(fr_step),
                 .slot_req_valid(slot_req_valid[g]), .slot_req_ready(slot_req_ready[g]),
@@ -439,7 +451,7 @@ module fabric_shell #(
             fabric_end #(.SLOT(g), .CPS(CPS)) ender (
                 .clk(clk), .rst(rst), .flush(flush), .us_now(us_now),
                 .en_valid(en_valid), .en_idx(en_idx), .en_cancel(en_cancel), .busy(busy),
-                .hit(hit), .kill(kill), .held(held), .held_idx(held_idx),
+                .hit(hit), .kill(kill), .held(held),
                 .rd_idx(en_rd_idx), .rd_tag(en_tag), .rd_crc(en_crc), .rd_produced(en_produced),
                 .rd_us(en_us),
                 .fr_valid(fr_end), .fr_idx(fr_end_idx),

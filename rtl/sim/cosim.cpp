@@ -8,11 +8,13 @@
 // channels, clocked until its response; the shell's AXI4 master is
 // answered by a DDR model here that reads and writes the host's memory
 // through a callback (a decode error for an address outside it), after a
-// fixed read latency. Each slot's engine reads its table through a port of
-// its own, answered by a model of an HP port that keeps several bursts
-// outstanding, each after a latency, and may be told to stall its ARREADY
-// and put gaps between its beats at random (a seeded generator, so a run
-// repeats): the engine must keep AXI's rules whatever the port does.
+// fixed read latency. Each slot's engine reads (and a transformer writes
+// its keys and values) through a port of its own, 64 bits wide, answered
+// by a model of an HP port that keeps several bursts outstanding, each
+// after a latency, and may be told to stall its ARREADY, AWREADY and
+// WREADY and put gaps between its beats and responses at random (a seeded
+// generator, so a run repeats): the engine must keep AXI's rules whatever
+// the port does.
 
 #include <cstdint>
 #include <cstring>
@@ -42,20 +44,37 @@ static const unsigned SLOTS = 2;
 
 // An engine's HP port: bursts asked for queue, each answered after the
 // latency, in order; a beat offered stays offered until taken (AXI's rule).
+// Beats are 8 bytes, at addresses aligned down to 8 (a burst's first beat
+// holds the bytes below its address too). Writes are single beats: each
+// address taken waits for its beat, then answers after the latency, in
+// order.
 struct rd_port {
     struct burst {
         uint64_t addr;
         unsigned left;
         uint64_t due;
     };
+    struct write {
+        uint64_t addr;
+        bool data;      // its beat has been taken
+        int err;
+        uint64_t due;
+    };
     std::deque<burst> q;
-    uint64_t beats;     // beats taken since power-on: the engine's traffic
+    std::deque<write> wq;
+    uint64_t beats;     // read beats taken since power-on: the engine's traffic
+    uint64_t writes;    // write beats taken since power-on
     bool offered;       // RVALID was high and not taken
+    bool b_offered;     // BVALID was high and not taken
     bool arready;
     bool rvalid;
-    uint32_t rdata;
+    uint64_t rdata;
     unsigned rresp;
     bool rlast;
+    bool awready;
+    bool wready;
+    bool bvalid;
+    unsigned bresp;
 };
 
 struct fcs {
@@ -106,8 +125,9 @@ static uint64_t burst_latency(fcs* f, unsigned latency) {
     return latency + (f->stall_permille > 0 ? roll(f) * (latency / 2 + 1) / 1000 : 0);
 }
 
-// Bits [lo, lo + n) of a wide Verilated port (e_araddr: 40 bits a slot).
-static uint64_t bits(const VlWide<(40 * SLOTS + 31) / 32>& w, unsigned lo, unsigned n) {
+// Bits [lo, lo + n) of a wide Verilated port's words (e_araddr: 40 bits
+// a slot).
+static uint64_t bits(const WData* w, unsigned lo, unsigned n) {
     uint64_t v = 0;
     for (unsigned i = 0; i < n; i++) {
         unsigned b = lo + i;
@@ -116,20 +136,51 @@ static uint64_t bits(const VlWide<(40 * SLOTS + 31) / 32>& w, unsigned lo, unsig
     return v;
 }
 
+// Reads the 8 bytes at `addr` (aligned down to 8); non-zero for an address
+// outside the memory.
+static int read_beat(fcs* f, uint64_t addr, uint64_t* beat);
+// Writes the bytes of `beat` that `strb` enables at `addr` (aligned down
+// to 8), a word at a time: read, merged, written back.
+static int write_beat(fcs* f, uint64_t addr, uint64_t beat, unsigned strb);
+
+static int read_beat(fcs* f, uint64_t addr, uint64_t* beat) {
+    uint64_t base = addr & ~7ULL;
+    uint32_t lo = 0, hi = 0;
+    int err = f->mem ? f->mem(f->mem_ctx, base, &lo, 0) | f->mem(f->mem_ctx, base + 4, &hi, 0) : 1;
+    *beat = static_cast<uint64_t>(hi) << 32 | lo;
+    return err;
+}
+
+static int write_beat(fcs* f, uint64_t addr, uint64_t beat, unsigned strb) {
+    uint64_t base = addr & ~7ULL;
+    if (!f->mem) return 1;
+    int err = 0;
+    for (unsigned half = 0; half < 2; half++) {
+        unsigned s4 = (strb >> (4 * half)) & 0xF;
+        if (s4 == 0) continue;
+        uint32_t word = 0, data = static_cast<uint32_t>(beat >> (32 * half));
+        if (s4 != 0xF && f->mem(f->mem_ctx, base + 4 * half, &word, 0)) err = 1;
+        for (unsigned b = 0; b < 4; b++)
+            if ((s4 >> b) & 1) word = (word & ~(0xFFu << (8 * b))) | (data & (0xFFu << (8 * b)));
+        if (f->mem(f->mem_ctx, base + 4 * half, &word, 1)) err = 1;
+    }
+    return err;
+}
+
 // The engines' ports' outputs for this cycle.
 static void drive_ports(fcs* f) {
     Vfabric_cosim* t = f->top;
     unsigned arready = 0, rvalid = 0, rlast = 0, rresp = 0;
-    uint64_t rdata = 0;
+    unsigned awready = 0, wready = 0, bvalid = 0, bresp = 0;
     for (unsigned s = 0; s < SLOTS; s++) {
         rd_port& p = f->ports[s];
         p.arready = p.q.size() < f->port_depth && roll(f) >= f->stall_permille;
         bool due = !p.q.empty() && p.q.front().due <= f->cycles;
         p.rvalid = due && (p.offered || roll(f) >= f->stall_permille);
         if (p.rvalid) {
-            uint32_t word = 0;
-            int err = f->mem ? f->mem(f->mem_ctx, p.q.front().addr, &word, 0) : 1;
-            p.rdata = word;
+            uint64_t beat = 0;
+            int err = read_beat(f, p.q.front().addr, &beat);
+            p.rdata = beat;
             p.rresp = err ? 3 : 0;
             p.rlast = p.q.front().left == 1;
         } else {
@@ -137,17 +188,32 @@ static void drive_ports(fcs* f) {
             p.rresp = 0;
             p.rlast = false;
         }
+        p.awready = p.wq.size() < f->port_depth && roll(f) >= f->stall_permille;
+        bool want_w = false;
+        for (const rd_port::write& w : p.wq) want_w = want_w || !w.data;
+        p.wready = want_w && roll(f) >= f->stall_permille;
+        bool b_due = !p.wq.empty() && p.wq.front().data && p.wq.front().due <= f->cycles;
+        p.bvalid = b_due && (p.b_offered || roll(f) >= f->stall_permille);
+        p.bresp = p.bvalid && p.wq.front().err ? 3 : 0;
         arready |= static_cast<unsigned>(p.arready) << s;
         rvalid |= static_cast<unsigned>(p.rvalid) << s;
         rlast |= static_cast<unsigned>(p.rlast) << s;
         rresp |= p.rresp << (2 * s);
-        rdata |= static_cast<uint64_t>(p.rdata) << (32 * s);
+        t->e_rdata[2 * s] = static_cast<uint32_t>(p.rdata);
+        t->e_rdata[2 * s + 1] = static_cast<uint32_t>(p.rdata >> 32);
+        awready |= static_cast<unsigned>(p.awready) << s;
+        wready |= static_cast<unsigned>(p.wready) << s;
+        bvalid |= static_cast<unsigned>(p.bvalid) << s;
+        bresp |= p.bresp << (2 * s);
     }
     t->e_arready = arready;
     t->e_rvalid = rvalid;
     t->e_rlast = rlast;
     t->e_rresp = rresp;
-    t->e_rdata = rdata;
+    t->e_awready = awready;
+    t->e_wready = wready;
+    t->e_bvalid = bvalid;
+    t->e_bresp = bresp;
 }
 
 // What the engines asked for and took, sampled before the edge.
@@ -156,6 +222,12 @@ struct port_sample {
     uint64_t araddr[SLOTS];
     unsigned arlen[SLOTS];
     bool r[SLOTS];
+    bool aw[SLOTS];
+    uint64_t awaddr[SLOTS];
+    bool w[SLOTS];
+    uint64_t wdata[SLOTS];
+    unsigned wstrb[SLOTS];
+    bool b[SLOTS];
 };
 
 static port_sample sample_ports(fcs* f) {
@@ -163,9 +235,15 @@ static port_sample sample_ports(fcs* f) {
     port_sample p{};
     for (unsigned s = 0; s < SLOTS; s++) {
         p.ar[s] = ((t->e_arvalid >> s) & 1) && f->ports[s].arready;
-        p.araddr[s] = bits(t->e_araddr, 40 * s, 40);
+        p.araddr[s] = bits(t->e_araddr.data(), 40 * s, 40);
         p.arlen[s] = (t->e_arlen >> (8 * s)) & 0xFF;
         p.r[s] = f->ports[s].rvalid && ((t->e_rready >> s) & 1);
+        p.aw[s] = ((t->e_awvalid >> s) & 1) && f->ports[s].awready;
+        p.awaddr[s] = bits(t->e_awaddr.data(), 40 * s, 40);
+        p.w[s] = ((t->e_wvalid >> s) & 1) && f->ports[s].wready;
+        p.wdata[s] = bits(t->e_wdata.data(), 64 * s, 64);
+        p.wstrb[s] = (t->e_wstrb >> (8 * s)) & 0xFF;
+        p.b[s] = f->ports[s].bvalid && ((t->e_bready >> s) & 1);
     }
     return p;
 }
@@ -174,9 +252,10 @@ static void advance_ports(fcs* f, const port_sample& p) {
     for (unsigned s = 0; s < SLOTS; s++) {
         rd_port& port = f->ports[s];
         port.offered = port.rvalid && !p.r[s];
+        port.b_offered = port.bvalid && !p.b[s];
         if (p.r[s]) {
             port.beats++;
-            port.q.front().addr += 4;
+            port.q.front().addr = (port.q.front().addr & ~7ULL) + 8;
             if (--port.q.front().left == 0) port.q.pop_front();
         }
         if (p.ar[s]) {
@@ -185,6 +264,20 @@ static void advance_ports(fcs* f, const port_sample& p) {
             if (!port.q.empty() && port.q.back().due > due) due = port.q.back().due;
             port.q.push_back({p.araddr[s], p.arlen[s] + 1, due});
         }
+        if (p.b[s]) port.wq.pop_front();
+        if (p.w[s]) {
+            // The beat is the first address's still waiting for one.
+            for (rd_port::write& w : port.wq) {
+                if (w.data) continue;
+                w.data = true;
+                w.err = write_beat(f, w.addr, p.wdata[s], p.wstrb[s]);
+                uint64_t due = f->cycles + burst_latency(f, f->port_latency / 4);
+                w.due = due;
+                port.writes++;
+                break;
+            }
+        }
+        if (p.aw[s]) port.wq.push_back({p.awaddr[s], false, 0, 0});
     }
 }
 
@@ -209,7 +302,8 @@ static void cycle(fcs* f) {
         f->w_err = 0;
         for (rd_port& port : f->ports) {
             port.q.clear();
-            port.offered = false;
+            port.wq.clear();
+            port.offered = port.b_offered = false;
         }
     }
     // Outputs of the DDR model for this cycle.
@@ -241,8 +335,8 @@ static void cycle(fcs* f) {
     drive_ports(f);
     if (in_reset) {
         t->m_arready = t->m_awready = t->m_wready = 0;
-        t->e_arready = 0;
-        for (rd_port& port : f->ports) port.arready = false;
+        t->e_arready = t->e_awready = t->e_wready = 0;
+        for (rd_port& port : f->ports) port.arready = port.awready = port.wready = false;
     }
     half(f, 0);
     port_sample ports = sample_ports(f);
@@ -346,6 +440,7 @@ fcs* fcs_new(unsigned read_latency) {
     f->top->s_arvalid = 0;
     f->top->s_rready = 0;
     f->top->pr_active = 0;
+    f->top->lm_module = 0;
     // Power-on with no module in any slot: greyboxes.
     f->top->greybox = ~0u;
     f->top->rst = 1;
@@ -389,7 +484,7 @@ void fcs_set_ports(fcs* f, unsigned latency, unsigned depth, unsigned stall_perm
     f->rng = seed == 0 ? 0x9E3779B97F4A7C15ULL : seed;
 }
 
-// Beats slot `slot`'s engine has taken from its port (4 bytes each).
+// Read beats slot `slot`'s engine has taken from its port (8 bytes each).
 uint64_t fcs_port_beats(const fcs* f, unsigned slot) { return slot < SLOTS ? f->ports[slot].beats : 0; }
 
 // A full reconfiguration's end: every register back to its reset value.
@@ -397,7 +492,8 @@ void fcs_reset(fcs* f) {
     f->reading = f->writing = f->b_pending = false;
     for (unsigned s = 0; s < SLOTS; s++) {
         f->ports[s].q.clear();
-        f->ports[s].offered = false;
+        f->ports[s].wq.clear();
+        f->ports[s].offered = f->ports[s].b_offered = false;
     }
     f->top->rst = 1;
     for (int i = 0; i < 8; i++) cycle(f);
@@ -421,6 +517,14 @@ void fcs_greybox(fcs* f, unsigned slot, int on) {
         f->top->greybox |= 1u << slot;
     else
         f->top->greybox &= ~(1u << slot);
+}
+
+// Slot `slot` holds the transformer's module (on) or the trigram engine's.
+void fcs_lm_module(fcs* f, unsigned slot, int on) {
+    if (on)
+        f->top->lm_module |= 1u << slot;
+    else
+        f->top->lm_module &= ~(1u << slot);
 }
 
 void fcs_pr_active(fcs* f, unsigned slot, int on) {

@@ -8,6 +8,23 @@
 // reset after every load (RESET_AFTER_RECONFIG, and the shell's reload)
 // holding no table.
 //
+// The boundary's two channels, the same for every engine a slot can hold:
+//   a step,   REQ_W = 142 + DAW bits, most significant first:
+//             lane [8], first [1], prompt address [DAW], prompt length [16],
+//             a [32], b [32], draw [32], greedy [1], inv_t [20]
+//             (a transformer feeds the whole prompt at a sequence's first
+//             step; the trigram engine needs only the last two tokens, a
+//             and b, which the shell read);
+//   an answer, RSP_W = 43 bits: lane [8], token [32], fault [3]
+//             (0 a token, 1 no table, 2 a read failed, 3 the context is
+//             full, 4 a prompt token outside the vocabulary).
+// The trigram engine keeps nothing between steps and takes one at a time,
+// so its answer carries the lane of the step it took.
+//
+// The port is the HP port's 64 bits, with a write channel (single beats)
+// that the transformer needs and the trigram engine leaves idle; the
+// engine reads its 32-bit words through fabric_rd_up.
+//
 // Its side of the partition boundary is registered: a register slice on
 // the step's channel in and the answer's out, on the read master's AR
 // out and R in; the commit's and the table's signals in flip-flops both
@@ -20,8 +37,8 @@ module fabric_slot #(
     parameter integer DAW = 40,
     parameter integer MAX_BURST = 16,
     // Derived from the parameters above: leave them be.
-    parameter integer REQ_W = 117,
-    parameter integer RSP_W = 34,
+    parameter integer REQ_W = 142 + DAW,
+    parameter integer RSP_W = 43,
     parameter integer AR_W = DAW + 8
 ) (
     input  wire             clk,
@@ -29,10 +46,10 @@ module fabric_slot #(
 
     input  wire             req_valid,
     output wire             req_ready,
-    input  wire [REQ_W-1:0] req_data,    // a, b, draw, greedy, inv_t
+    input  wire [REQ_W-1:0] req_data,    // lane, first, prompt, length, a, b, draw, greedy, inv_t
     output wire             rsp_valid,
     input  wire             rsp_ready,
-    output wire [RSP_W-1:0] rsp_data,    // token, fault code
+    output wire [RSP_W-1:0] rsp_data,    // lane, token, fault code
     output wire [31:0]      engine,
 
     // A table commit, and what it came to.
@@ -45,17 +62,27 @@ module fabric_slot #(
     output reg  [255:0]     identity,
     output reg              reading,
 
-    // The engine's read master, to its HP port (INCR bursts of 32-bit
-    // beats).
+    // The engine's master, to its HP port: INCR bursts of 64-bit beats,
+    // and single-beat writes.
     output wire [DAW-1:0]   m_araddr,
     output wire [7:0]       m_arlen,
     output wire             m_arvalid,
     input  wire             m_arready,
-    input  wire [31:0]      m_rdata,
+    input  wire [63:0]      m_rdata,
     input  wire [1:0]       m_rresp,
     input  wire             m_rlast,
     input  wire             m_rvalid,
-    output wire             m_rready
+    output wire             m_rready,
+    output wire [DAW-1:0]   m_awaddr,
+    output wire             m_awvalid,
+    input  wire             m_awready,
+    output wire [63:0]      m_wdata,
+    output wire [7:0]       m_wstrb,
+    output wire             m_wvalid,
+    input  wire             m_wready,
+    input  wire [1:0]       m_bresp,
+    input  wire             m_bvalid,
+    output wire             m_bready
 );
     assign engine = ENGINE;
 
@@ -82,6 +109,11 @@ module fabric_slot #(
     wire [REQ_W-1:0] e_req;
     wire [31:0]      e_rsp_token;
     wire [1:0]       e_rsp_fault;
+    reg  [7:0]       lane;               // the step the engine took
+    wire             unused_req = ^e_req[REQ_W-9:117];
+    always @(posedge clk)
+        if (e_req_valid && e_req_ready)
+            lane <= e_req[REQ_W-1 -: 8];
 
     fabric_skid #(.W(REQ_W)) req_in (
         .clk(clk), .rst(rst),
@@ -90,29 +122,50 @@ module fabric_slot #(
     );
     fabric_skid #(.W(RSP_W)) rsp_out (
         .clk(clk), .rst(rst),
-        .s_valid(e_rsp_valid), .s_ready(e_rsp_ready), .s_data({e_rsp_token, e_rsp_fault}),
+        .s_valid(e_rsp_valid), .s_ready(e_rsp_ready), .s_data({lane, e_rsp_token, 1'b0, e_rsp_fault}),
         .m_valid(rsp_valid), .m_ready(rsp_ready), .m_data(rsp_data)
     );
 
-    // The read master's channels: AR out and R in through slices.
-    wire [DAW-1:0] e_araddr;
-    wire [7:0]     e_arlen;
+    // The read master's channels: AR out and R in through slices, the
+    // engine's words through the upsizer.
+    wire [DAW-1:0] e_araddr, u_araddr;
+    wire [7:0]     e_arlen, u_arlen;
     wire [2:0]     unused_arsize;
     wire [1:0]     unused_arburst;
     wire           e_arvalid, e_arready, e_rvalid, e_rready, e_rlast;
+    wire           u_arvalid, u_arready, u_rvalid, u_rready, u_rlast;
     wire [31:0]    e_rdata;
-    wire [1:0]     e_rresp;
+    wire [63:0]    u_rdata;
+    wire [1:0]     e_rresp, u_rresp;
 
+    fabric_rd_up #(.AW(DAW)) up (
+        .clk(clk), .rst(rst),
+        .s_araddr(e_araddr), .s_arlen(e_arlen), .s_arvalid(e_arvalid), .s_arready(e_arready),
+        .s_rdata(e_rdata), .s_rresp(e_rresp), .s_rlast(e_rlast), .s_rvalid(e_rvalid),
+        .s_rready(e_rready),
+        .m_araddr(u_araddr), .m_arlen(u_arlen), .m_arvalid(u_arvalid), .m_arready(u_arready),
+        .m_rdata(u_rdata), .m_rresp(u_rresp), .m_rlast(u_rlast), .m_rvalid(u_rvalid),
+        .m_rready(u_rready)
+    );
     fabric_skid #(.W(AR_W)) ar_out (
         .clk(clk), .rst(rst),
-        .s_valid(e_arvalid), .s_ready(e_arready), .s_data({e_araddr, e_arlen}),
+        .s_valid(u_arvalid), .s_ready(u_arready), .s_data({u_araddr, u_arlen}),
         .m_valid(m_arvalid), .m_ready(m_arready), .m_data({m_araddr, m_arlen})
     );
-    fabric_skid #(.W(35)) r_in (
+    fabric_skid #(.W(67)) r_in (
         .clk(clk), .rst(rst),
         .s_valid(m_rvalid), .s_ready(m_rready), .s_data({m_rdata, m_rresp, m_rlast}),
-        .m_valid(e_rvalid), .m_ready(e_rready), .m_data({e_rdata, e_rresp, e_rlast})
+        .m_valid(u_rvalid), .m_ready(u_rready), .m_data({u_rdata, u_rresp, u_rlast})
     );
+
+    // This engine writes nothing.
+    assign m_awaddr = {DAW{1'b0}};
+    assign m_awvalid = 1'b0;
+    assign m_wdata = 64'd0;
+    assign m_wstrb = 8'd0;
+    assign m_wvalid = 1'b0;
+    assign m_bready = 1'b1;
+    wire unused_write = ^{m_awready, m_wready, m_bresp, m_bvalid};
 
     fabric_engine #(.DAW(DAW), .MAX_BURST(MAX_BURST)) eng (
         .clk(clk), .rst(rst),

@@ -320,7 +320,7 @@ fn loaded(h: &mut Rig, o: &Opts) -> Result<()> {
     println!("mean_done_fabric_us {:.2}", done_us as f64 / n as f64);
     println!(
         "table_bytes_per_token {:.1}",
-        beats as f64 * 4.0 / tokens as f64
+        beats as f64 * 8.0 / tokens as f64
     );
     println!("checked_against_model {n}");
     Ok(())

@@ -22,6 +22,7 @@ extern "C" {
     fn fcs_decoupled(f: *const Fcs, slot: u32) -> c_int;
     fn fcs_pr_active(f: *mut Fcs, slot: u32, on: c_int);
     fn fcs_greybox(f: *mut Fcs, slot: u32, on: c_int);
+    fn fcs_lm_module(f: *mut Fcs, slot: u32, on: c_int);
     fn fcs_write(f: *mut Fcs, port: u32, addr: u32, value: u32) -> u32;
     fn fcs_read(f: *mut Fcs, port: u32, addr: u32) -> u32;
     fn fcs_set_ports(f: *mut Fcs, latency: u32, depth: u32, stall_permille: u32, seed: u64);
@@ -263,7 +264,20 @@ impl Cosim {
         Ok(())
     }
 
-    /// The 32-bit beats slot `slot`'s engine has read from DDR since power
+    /// Which module slot `slot` holds once configured: the transformer's
+    /// (`true`, `rtl/slot/fabric_slot_lm.v`) or the trigram engine's
+    /// (`rtl/slot/fabric_slot.v`). Set while the slot is being programmed,
+    /// as a partial bitstream of either would configure it.
+    pub fn set_transformer(&mut self, slot: u8, on: bool) -> Result<(), CosimError> {
+        if slot >= SLOTS {
+            return Err(CosimError::NoSuchSlot { slot });
+        }
+        // SAFETY: a live handle.
+        unsafe { fcs_lm_module(self.raw.as_ptr(), u32::from(slot), c_int::from(on)) };
+        Ok(())
+    }
+
+    /// The 64-bit beats slot `slot`'s engine has read from DDR since power
     /// on: its table traffic.
     pub fn engine_beats(&self, slot: u8) -> u64 {
         // SAFETY: a live handle, read only; out-of-range slots read 0.

@@ -327,7 +327,7 @@ impl Fabric {
     /// configuration port take them.
     #[cfg(feature = "rtl")]
     fn rtl_set_slot(&mut self, s: usize, loaded: Option<Loaded>, state: SlotState) {
-        let engine = loaded.is_some();
+        let engine = loaded.as_ref().map(|l| l.engine);
         self.slots[s].loaded = loaded;
         self.with_rtl(|rtl, mem, regs| {
             if !rtl.decoupled(s) {

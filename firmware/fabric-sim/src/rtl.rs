@@ -120,6 +120,10 @@ pub(crate) struct RtlDevice {
     host: Vec<(usize, u32)>,
     /// Device-written offsets, read back every tick.
     device: Vec<usize>,
+    /// Those of them that say what the others mean (each slot's
+    /// SLOT_STATE and SLOT_COMMITTED): read from the RTL before the
+    /// others and written to the file after them.
+    guards: Vec<usize>,
 }
 
 impl std::fmt::Debug for RtlDevice {
@@ -195,11 +199,14 @@ impl RtlDevice {
             REG_CNT_TOKENS.offset(),
             REG_CNT_ERRORS.offset(),
         ];
+        // The host polls SLOT_COMMITTED and then reads the others, which
+        // the RTL changed in the same cycle, while this mirror reads them
+        // one by one as the RTL runs: SLOT_STATE and SLOT_COMMITTED are
+        // read first (a commit that ends meanwhile is seen whole in the
+        // next tick, not half in this one) and written last.
+        let mut guards = Vec::new();
         for s in 0..slots {
             let r = SlotRegs::of(s);
-            // SLOT_COMMITTED last, SLOT_STATE before it: the host polls
-            // the one and then reads the others, which the RTL changed in
-            // the same cycle, while this mirror writes them one by one.
             device.extend([
                 r.engine.offset(),
                 r.shutdown.offset(),
@@ -208,7 +215,7 @@ impl RtlDevice {
                 r.table_crc.offset(),
             ]);
             device.extend((0..8).map(|i| r.identity_word(i).offset()));
-            device.extend([r.state.offset(), r.committed.offset()]);
+            guards.extend([r.state.offset(), r.committed.offset()]);
         }
         let decode = config.decode().as_secs_f64();
         let steps_per_sec = (decode > 0.0).then(|| 1.0 / decode);
@@ -227,6 +234,7 @@ impl RtlDevice {
             slots,
             host,
             device,
+            guards,
         }
     }
 
@@ -304,8 +312,16 @@ impl RtlDevice {
     /// anything is in hand (a context active, a descriptor or completion
     /// pending, a slot settling or reading a table in).
     fn mirror_out(&mut self, mem: &mut DeviceMemory<'_>, regs: &Mmio) -> bool {
+        let guards: Vec<(usize, u32)> = self
+            .guards
+            .iter()
+            .map(|&o| (o, self.cosim.read(mem, Port::Shell, o as u32)))
+            .collect();
         for &offset in &self.device {
             let v = self.cosim.read(mem, Port::Shell, offset as u32);
+            regs.write32(offset, v);
+        }
+        for (offset, v) in guards {
             regs.write32(offset, v);
         }
         let r: &dyn RegisterWindow = regs;
@@ -329,17 +345,21 @@ impl RtlDevice {
 
     /// The load ends: the region holds the engine (or nothing: a greybox),
     /// the kernel couples it again, and the shell reads what the slot now
-    /// holds.
+    /// holds. The transformer's image configures its module
+    /// (`rtl/slot/fabric_slot_lm.v`); any other, the trigram engine's.
     pub fn end_load(
         &mut self,
         mem: &mut DeviceMemory<'_>,
         regs: &Mmio,
         slot: usize,
-        engine: bool,
+        engine: Option<EngineId>,
         coupled: bool,
     ) {
         // In range: `slot` is one of the fabric's.
-        let _ = self.cosim.set_greybox(slot as u8, !engine);
+        let _ = self
+            .cosim
+            .set_transformer(slot as u8, engine == Some(EngineId::TRANSFORMER_V1));
+        let _ = self.cosim.set_greybox(slot as u8, engine.is_none());
         let _ = self.cosim.set_programming(slot as u8, false);
         if coupled {
             self.cosim.write(mem, Port::Decoupler(slot as u8), 0, 0);

@@ -173,12 +173,28 @@ impl Rig {
     /// A partial load of the engine into `slot`, the kernel's way:
     /// decouple, program, couple; `decouple: false` programs a coupled slot.
     pub fn load(&self, slot: u8, decouple: bool) {
+        self.w
+            .lock()
+            .fabric
+            .set_transformer(slot, false)
+            .expect("a slot");
         self.program(slot, decouple, false);
     }
 
     /// The same with an image of no module: the slot left a greybox.
     pub fn empty(&self, slot: u8) {
         self.program(slot, true, true);
+    }
+
+    /// A partial load of the transformer's module into `slot`
+    /// (`rtl/slot/fabric_slot_lm.v`), decoupled.
+    pub fn load_transformer(&self, slot: u8) {
+        self.w
+            .lock()
+            .fabric
+            .set_transformer(slot, true)
+            .expect("a slot");
+        self.program(slot, true, false);
     }
 
     fn program(&self, slot: u8, decouple: bool, greybox: bool) {
@@ -228,6 +244,13 @@ impl Rig {
             (REGION / 4) as u32,
             true,
         )
+    }
+
+    /// Commits `words` (a transformer's weights, say) to `slot`, its whole
+    /// region given, as [`Rig::commit`] does a table.
+    pub fn commit_words(&self, slot: u8, words: &[u32]) -> SlotState {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.commit_raw(slot, &bytes, Rig::region(slot), (REGION / 4) as u32, true)
     }
 
     /// The same with a table's bytes, where and with the region's words the

@@ -307,13 +307,19 @@ impl Fabric {
     }
 
     /// A transformer's weights, read in whole: parsed from DDR and checked
-    /// (shape, size, the identity they declare against their words), and
-    /// the region checked to hold every lane's keys and values after them,
-    /// as the RTL engine checks it (`rtl/engine/lm/fabric_lm.v`, S_SHAPE3);
-    /// or the slot error they come to.
+    /// (shape, size), and the region checked to hold every lane's keys and
+    /// values after them, as the RTL engine checks it
+    /// (`rtl/engine/lm/fabric_lm.v`, S_SHAPE3); or the slot error they come
+    /// to. The identity they declare is reported, not checked against
+    /// their words: the RTL engine does not hash them (the host checks
+    /// their CRC against the catalog's). Where this is stricter than the
+    /// RTL: a row's scale past 1.0 or a Φ entry past 1.0 is refused here,
+    /// where the RTL engine computes with it (the definition gives no
+    /// tokens for such weights, and the daemon never commits them: the
+    /// catalog's hash and CRC are checked first).
     pub(super) fn read_weights(&self, mut t: SlotTable) -> Result<SlotTable, u8> {
         let words: Vec<u32> = (0..t.words).map(|i| self.dram_u32(t.at + 4 * i)).collect();
-        match Weights::from_words(&words) {
+        match Weights::from_committed_words(&words) {
             Ok(w) => {
                 let kv_words = w.shape.kv_bytes_a_lane() / 4 * u64::from(self.config.lanes);
                 if t.words as u64 + kv_words > u64::from(t.region_words) {
