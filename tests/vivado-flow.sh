@@ -6,16 +6,19 @@
 # and for a source catalog with two engines, and the order of the logged
 # calls is checked against UG909's DFX flow: each engine's slot synthesized
 # out of context with its ENGINE generic (version << 16 | kind, from the
-# source manifest) and the board's DAW, the static synthesized before
-# implementation with the slot a black box, every RP cell
-# HD.RECONFIGURABLE before opt_design, each engine read into each cell with
-# read_checkpoint -cell, the Pblocks read before placement, the static
+# source manifest) and the board's DAW, from the rtl/slot module of its
+# kind (the one whose default ENGINE is of that kind) under the
+# partition's module name, fabric_slot; the static synthesized before
+# implementation with the slot a black box, every RP cell (slot0.rm,
+# slot1.rm) HD.RECONFIGURABLE before opt_design, each engine read into each
+# cell with read_checkpoint -cell, the Pblocks read before placement, the static
 # locked before the second configuration, the grey box implemented,
 # pr_verify over every configuration before any bitstream, a partial image
 # for every (slot, engine) pair, a full one per engine and a blank one per
 # slot, UserID the interface id, the board's part, the addresses,
-# interrupt and engines' HP ports of the board's block design against its
-# device tree, and a version 2 manifest whose engines' files, hashes,
+# interrupt and engines' HP ports (read and write, as wide as fabric_ps's)
+# of the board's block design against its device tree, and a version 2
+# manifest whose engines' files, hashes,
 # parts and slots are right and whose models (tables in DDR, not in any
 # bitstream) are the source catalog's, their tables and tokenizers copied
 # with matching sha256, identity and table_crc. The flow's own Tcl is run
@@ -28,7 +31,12 @@
 # timing.tcl) is run the same way for both boards: each part alone, its
 # clock at the board's period before placement, its timing and logic levels
 # reported after routing; a part with negative slack fails it, and a copy
-# without the clock is caught.
+# without the clock is caught. With Yosys: the slot's black box and the
+# transformer's wrapper have fabric_slot's parameters and ports, every
+# module of a partition has its ports, fabric_top has the cells the flow
+# names (slot0.rm, slot1.rm: with its defaults fabric_slot, with a
+# transformer chosen fabric_slot_lm in the same cell), and each board's
+# engines are the ones rtl/slot implements.
 #
 # What this does not show: that Vivado accepts the flow. Nothing here has
 # run on Vivado; see rtl/vivado/README.md.
@@ -45,7 +53,10 @@ failures=0
 passed=0
 iface=$(sed -n 's/^interface_id = //p' bitstreams/manifest.toml)
 iface_upper="0X$(tr 'a-f' 'A-F' <<< "${iface#0x}")"
-rp_cells=(slot0 slot1)
+# The slots, as the catalog names their images, and each one's cell in
+# fabric_top (the instance rm of its generate block; Yosys checks it below).
+slots=(slot0 slot1)
+rp_cell() { echo "$1.rm"; }
 
 # The RTL as the flow reads it: the real shell, engine and slot, and a
 # stand-in board top (the stubs read no more of it than its module name).
@@ -69,8 +80,8 @@ device_tree() {
     sed -n 's|^/include/ "\(.*\)"|\1|p' "$dtso" | while read -r inc; do cat "device-tree/$inc"; done
 }
 # A source catalog's manifest, asked: `engine-id NAME` (what its slot
-# reports in SLOT_ENGINE, version << 16 | kind, decimal) or `models
-# "ENGINES"` (its models that run on them, in its order).
+# reports in SLOT_ENGINE, version << 16 | kind, decimal), `engine-kind
+# NAME` or `models "ENGINES"` (its models that run on them, in its order).
 source_query() { # DIR WHAT ARG
     python3 - "$@" <<'PY'
 import pathlib, sys, tomllib
@@ -78,12 +89,25 @@ src, what, arg = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 m = tomllib.loads((src / "manifest.toml").read_text())
 if what == "engine-id":
     print(next((e["version"] << 16 | e["kind"] for e in m.get("engine", []) if e["name"] == arg), ""))
+elif what == "engine-kind":
+    print(next((e["kind"] for e in m.get("engine", []) if e["name"] == arg), ""))
 else:
     print(" ".join(x["name"] for x in m.get("model", []) if x["engine"] in arg.split()))
 PY
 }
 # A regular expression matching NAME literally.
 re_quote() { sed 's/[][\.*^$+?(){}|/]/\\&/g' <<< "$1"; }
+# A slot's cell, as a regular expression.
+rp_cell_re() { re_quote "$(rp_cell "$1")"; }
+# The rtl/slot module that implements engines of KIND: the one whose
+# default ENGINE (version << 16 | kind, written {16'dVERSION, 16'dKIND}) is
+# of that kind.
+rtl_module_of_kind() {
+    local f
+    for f in rtl/slot/*.v; do
+        sed -n "s/^ *parameter \[31:0\] *ENGINE = {16'd[0-9]*, 16'd$1}.*/$(basename "$f" .v)/p" "$f"
+    done
+}
 
 # run_flow NAME BOARD [FLOW] [ENV=VALUE...] [-- ARG...]: build-bitstreams
 # for BOARD with the fake vivado, ARGs added; sets $log, $out, $work,
@@ -147,9 +171,12 @@ check_part() {
 
 # Each engine's slot synthesized out of context once, with its ENGINE
 # generic and the DAW of the board (the static's: the module's ports must be
-# the partition's); no table in any synthesis (models are tables in DDR).
+# the partition's), from the rtl/slot module of its kind: fabric_slot's own
+# file, or that module under fabric_slot's name (a generated wrapper in
+# place of rtl/slot/fabric_slot.v); no table in any synthesis (models are
+# tables in DDR).
 check_synthesis() {
-    local e id daw static_daw lines ooc
+    local e id daw static_daw lines ooc at reads module
     daw=$(board_daw "$board")
     static_daw=$(sed -n 's/^synth_design -top fabric_top .*-generic DAW=\([0-9]*\).*/\1/p' "$log")
     [ "$static_daw" = "$daw" ] || problem "the static is synthesized with DAW ${static_daw:-none}, the board file says $daw"
@@ -165,6 +192,21 @@ check_synthesis() {
             problem "engine $e's slot is synthesized $(wc -l <<< "$lines") times with ENGINE=$id"
         elif ! grep -qE -- "-generic DAW=$daw( |$)" <<< "$lines"; then
             problem "engine $e's slot is synthesized without -generic DAW=$daw (the board's): its ports would not be the partition's"
+        else
+            module=$(rtl_module_of_kind "$(source_query "$src" engine-kind "$e")")
+            at=$(first "^synth_design -mode out_of_context -top fabric_slot .*-generic ENGINE=$id( |$)")
+            reads=$(awk -v n="$at" 'NR < n && /^read_verilog /{ r = $0 } NR == n { print r; exit }' "$log")
+            if [ -z "$module" ]; then
+                problem "engine $e: no module of rtl/slot implements its kind"
+            elif ! grep -q "/slot/$module\.v" <<< "$reads"; then
+                problem "engine $e's slot is not synthesized from $module (rtl/slot/$module.v, its kind's): $reads"
+            elif [ "$module" != fabric_slot ]; then
+                grep -q "/gen/${module}_as_fabric_slot\.v" <<< "$reads" \
+                    || problem "engine $e's slot ($module) is synthesized without its wrapper named fabric_slot: $reads"
+                if grep -q "/slot/fabric_slot\.v" <<< "$reads"; then
+                    problem "engine $e's slot ($module) reads rtl/slot/fabric_slot.v too: two modules named fabric_slot"
+                fi
+            fi
         fi
     done
     if grep -qE 'TABLE_(HEX|WORDS)' "$log"; then
@@ -181,24 +223,28 @@ check_synthesis() {
 }
 
 check_implementation() {
-    local board_name=$1 cell i e n pblock lock
-    for cell in "${rp_cells[@]}"; do
+    local board_name=$1 cell slot i e n pblock lock
+    for slot in "${slots[@]}"; do
+        cell=$(rp_cell_re "$slot")
         before "^set_property HD.RECONFIGURABLE (true|1) $cell$" "^opt_design" \
             "RP cell $cell is marked HD.RECONFIGURABLE before opt_design"
     done
     # Engine i in slot0 and engine i+1 in slot1 of configuration i: every
     # (slot, engine) pair is read into its cell.
     for e in $engines; do
-        for cell in "${rp_cells[@]}"; do
+        for slot in "${slots[@]}"; do
+            cell=$(rp_cell_re "$slot")
             has "^read_checkpoint -cell $cell .*/rm_$(re_quote "$e")\.dcp$" "engine $e read into $cell with read_checkpoint -cell"
         done
     done
     # The grey box: both cells buffered, no module.
-    for cell in "${rp_cells[@]}"; do
+    for slot in "${slots[@]}"; do
+        cell=$(rp_cell_re "$slot")
         has "^update_design -cells? $cell -buffer_ports$" "the grey box configuration buffers $cell"
     done
     before "^read_xdc .*/pblocks_$board_name\.xdc$" "^place_design" "the Pblocks are read before place_design"
-    for cell in "${rp_cells[@]}"; do
+    for slot in "${slots[@]}"; do
+        cell=$(rp_cell_re "$slot")
         pblock=$(sed -n "s/^add_cells_to_pblock \([^ ]*\) $cell$/\1/p" "$log" | head -n1)
         if [ -z "$pblock" ]; then problem "no Pblock holds $cell"; continue; fi
         has "^set_property RESET_AFTER_RECONFIG true $pblock$" "$pblock has RESET_AFTER_RECONFIG"
@@ -209,7 +255,8 @@ check_implementation() {
     if [ -z "$lock" ]; then
         problem "the static is never locked (lock_design -level routing)"
     else
-        for cell in "${rp_cells[@]}"; do
+        for slot in "${slots[@]}"; do
+            cell=$(rp_cell_re "$slot")
             before "^update_design -cells? $cell -black_box$" "^lock_design -level routing$" \
                 "$cell is emptied (update_design -black_box) before the static is locked"
         done
@@ -241,45 +288,48 @@ check_verify() {
     before "^pr_verify " "^write_bitstream " "pr_verify runs before any bitstream is written"
 }
 
-# holds FILE CELL ENGINE: the stub image FILE has ENGINE's module in CELL.
+# holds FILE SLOT ENGINE: the stub image FILE has ENGINE's module in SLOT's
+# cell.
 holds() {
     local id
     id=$(source_query "$src" engine-id "$3")
-    grep -qE "^cell $2 module rm_$(re_quote "$3")\.dcp ENGINE=$id( |$)" "$1"
+    grep -qE "^cell $(rp_cell_re "$2") module rm_$(re_quote "$3")\.dcp ENGINE=$id( |$)" "$1"
 }
 
 check_images() {
-    local e cell f next list
+    local e slot cell f next list
     read -r -a list <<< "$engines"
     for e in $engines; do
-        for cell in "${rp_cells[@]}"; do
-            f="$out/$e-$cell.bit"
-            has "^write_bitstream (-force )?-cell $cell [^ ]*/$(re_quote "$e-$cell")\.bit$" "a partial image of $e for $cell"
+        for slot in "${slots[@]}"; do
+            cell=$(rp_cell_re "$slot")
+            f="$out/$e-$slot.bit"
+            has "^write_bitstream (-force )?-cell $cell [^ ]*/$(re_quote "$e-$slot")\.bit$" "a partial image of $e for $slot"
             if [ ! -f "$f" ]; then problem "no partial image $f in the catalog"; continue; fi
             grep -q "PARTIAL=TRUE" "$f" || problem "$(basename "$f")'s header lacks PARTIAL=TRUE"
-            holds "$f" "$cell" "$e" || problem "$(basename "$f") was not written with engine $e (its ENGINE) in $cell: $(grep '^cell ' "$f")"
+            holds "$f" "$slot" "$e" || problem "$(basename "$f") was not written with engine $e (its ENGINE) in $slot: $(grep '^cell ' "$f")"
         done
         f="$out/$e-full.bit"
         has "^write_bitstream (-force )?-no_partial_bitfile [^ ]*/$(re_quote "$e")-full\.bit$" "a full image of $e"
         if [ ! -f "$f" ]; then problem "no full image $f in the catalog"; continue; fi
         if grep -q "PARTIAL=TRUE" "$f"; then problem "$(basename "$f") says PARTIAL=TRUE"; fi
-        holds "$f" "${rp_cells[0]}" "$e" \
-            || problem "$(basename "$f") does not hold engine $e in ${rp_cells[0]}: $(grep '^cell ' "$f")"
+        holds "$f" "${slots[0]}" "$e" \
+            || problem "$(basename "$f") does not hold engine $e in ${slots[0]}: $(grep '^cell ' "$f")"
         # The rotation: engine i's configuration has engine i+1 (wrapping)
         # in slot1, so that slot1 meets another engine's slot0 in pr_verify.
         for ((next = 0; next < ${#list[@]}; next++)); do [ "${list[$next]}" = "$e" ] && break; done
         next=${list[$(((next + 1) % ${#list[@]}))]}
-        holds "$f" "${rp_cells[1]}" "$next" \
-            || problem "engine $e's full image holds $(grep "^cell ${rp_cells[1]} " "$f" | cut -d' ' -f3-) in ${rp_cells[1]}, not engine $next (configuration i holds engine i+1 there)"
+        holds "$f" "${slots[1]}" "$next" \
+            || problem "engine $e's full image holds $(grep -F "cell $(rp_cell "${slots[1]}") " "$f" | cut -d' ' -f3-) in ${slots[1]}, not engine $next (configuration i holds engine i+1 there)"
     done
     # The grey box's partial images: blank slots, kept out of the catalog.
-    for cell in "${rp_cells[@]}"; do
-        f="$work/bit/blank-$cell.bit"
-        has "^write_bitstream (-force )?-cell $cell [^ ]*/blank-$cell\.bit$" "the grey box's partial image for $cell"
+    for slot in "${slots[@]}"; do
+        cell=$(rp_cell_re "$slot")
+        f="$work/bit/blank-$slot.bit"
+        has "^write_bitstream (-force )?-cell $cell [^ ]*/blank-$slot\.bit$" "the grey box's partial image for $slot"
         if [ ! -f "$f" ]; then problem "no grey-box image $f"; continue; fi
         grep -q "PARTIAL=TRUE" "$f" || problem "$(basename "$f")'s header lacks PARTIAL=TRUE"
-        grep -qx "cell $cell buffered" "$f" || problem "$(basename "$f") is not the grey box's: $(grep '^cell ' "$f")"
-        [ ! -e "$out/blank-$cell.bit" ] || problem "blank-$cell.bit is in the catalog, which lists engines only"
+        grep -qx "cell $(rp_cell "$slot") buffered" "$f" || problem "$(basename "$f") is not the grey box's: $(grep '^cell ' "$f")"
+        [ ! -e "$out/blank-$slot.bit" ] || problem "blank-$slot.bit is in the catalog, which lists engines only"
     done
     has "^set_property BITSTREAM.CONFIG.USERID $iface " "UserID set to the interface id $iface"
     for f in "$out"/*.bit "$work"/bit/*.bit; do
@@ -297,8 +347,10 @@ check_images() {
 # The PS side against the board's device tree: the register windows'
 # addresses and the interrupt; and each slot's engine's own HP port.
 check_block_design() {
-    local dt addr i port irq pin
+    local dt addr i port irq pin ewidth
     dt=$(device_tree "$board")
+    ewidth=$(sed -n 's/.*\[\([0-9]*\):0\] *S_AXI_E0_wdata,.*/\1/p' rtl/lint/fabric_ps.v)
+    ewidth=$((ewidth + 1))
     addr=$(sed -n 's/.*fabric-shell@\([0-9a-f]*\) {.*/\1/p' <<< "$dt")
     has "^assign_bd_address -offset 0x0*${addr^^} -range 4K .* /M_AXI_SHELL/Reg$" \
         "the shell's window at 0x$addr (the device tree's fabric-shell@$addr)"
@@ -312,6 +364,10 @@ check_block_design() {
         has "^connect_bd_intf_net /[^ ]*/M00_AXI /ps/S_AXI_HP$((i + 1))(_FPD)?$" \
             "slot $i's engine's port reaches the PS's S_AXI_HP$((i + 1))"
         has "^assign_bd_address -target_address_space /S_AXI_E$i " "slot $i's engine's port has DDR in its address space"
+        # Reads and writes (a transformer writes its keys and values), as
+        # wide as fabric_ps's ports, which fabric_top drives.
+        has "^set_property -dict \{[^}]*CONFIG\.READ_WRITE_MODE READ_WRITE [^}]*CONFIG\.DATA_WIDTH $ewidth [^}]*\} /S_AXI_E$i$" \
+            "slot $i's engine's port S_AXI_E$i reads and writes, $ewidth bits (rtl/lint/fabric_ps.v's)"
     done
     irq=$(sed -n 's/.*interrupts = <0 \([0-9]*\) 4>;.*/\1/p' <<< "$dt" | head -n1)
     case "$irq" in
@@ -376,7 +432,7 @@ for e in m.get("engine", []):
         kind = "partial" if "PARTIAL=TRUE" in body else "full"
         if kind != i["kind"]: print(f"{n}: {i['file']} is listed {i['kind']} but its header says {kind}")
         for slot in i["slots"]:
-            if not re.search(rf"^cell slot{slot} module rm_{re.escape(n)}\.dcp ENGINE={engine_id}( |$)", body, re.M):
+            if not re.search(rf"^cell slot{slot}\.rm module rm_{re.escape(n)}\.dcp ENGINE={engine_id}( |$)", body, re.M):
                 print(f"{n}: {i['file']} is listed for slot {slot} but does not hold the engine there")
 names = [x["name"] for x in m.get("model", [])]
 if names != models: print(f"the manifest lists models {names}, the build {models}")
@@ -485,44 +541,129 @@ run_and_check two-engines kv260 -- --from "$tmp/two" --engines "trigram-v2 trigr
 # --models: a choice of the source's models, in the order given.
 run_and_check models zed -- --from "$tmp/two" --engines "trigram-x trigram-v2" --models "kjv-x fortunes"
 
-# The slot's black-box definition (generated from rtl/slot/fabric_slot.v)
-# against the module itself, both read by Yosys: the same parameters and
-# the same ports, directions and widths. And the engine the boards are
-# built with is the one the RTL implements: every engine is synthesized
-# from the same rtl/slot and rtl/engine, ENGINE only says which it is.
+# A source catalog with the transformer first: slot0 holds it in the first
+# configuration, whose static every other is implemented on.
+run_and_check transformer kv260 -- --engines "transformer-v1 trigram-v2"
+
+# With Yosys, what the stubs take on trust. The slot's black box (generated
+# from rtl/slot/fabric_slot.v) and the transformer's wrapper (fabric_slot_lm
+# under fabric_slot's name) have fabric_slot's parameters and ports,
+# directions and widths, the wrapper fabric_slot_lm's own ENGINE; every
+# module of rtl/slot that implements an engine kind has fabric_slot's ports
+# (a partition's modules have its ports: UG909); the flow's module for each
+# kind is the one whose default ENGINE is of that kind, and each board's
+# engines are what those modules implement (ENGINE its default); and
+# fabric_top has the cells the flow reads modules into, fabric_slot's in
+# the default and fabric_slot_lm's in the same cell when SLOT0_MODULE
+# chooses the transformer.
 stub_v="$tmp/good-kv260/kv260/work/gen/fabric_slot_black_box.v"
-if ! command -v yosys >/dev/null; then
-    echo "SKIP: no yosys: the slot's black box is not compared with the module"
-elif [ ! -f "$stub_v" ]; then
-    echo "FAIL: the flow wrote no $stub_v"; failures=$((failures + 1))
-else
-    yosys -q -p "read_verilog $stub_v; write_json $tmp/bb.json"
-    yosys -q -p "read_verilog -lib rtl/slot/fabric_slot.v; write_json $tmp/slot.json"
-    said=$(python3 - "$tmp/bb.json" "$tmp/slot.json" <<'PY'
-import json, sys
-bb, slot = (json.load(open(f))["modules"]["fabric_slot"] for f in sys.argv[1:])
-shape = lambda m: ({k: (v["direction"], len(v["bits"])) for k, v in m["ports"].items()},
-                   sorted(m.get("parameter_default_values", {})))
-if "black_box" not in bb.get("attributes", {}): print("it has no (* black_box *)")
-if shape(bb) != shape(slot): print(f"{shape(bb)} is not the module's {shape(slot)}")
-PY
-)
+wrap_v="$tmp/good-transformer/kv260/work/gen/fabric_slot_lm_as_fabric_slot.v"
+# yosys_check WHAT PYTHON [ARG...]: PYTHON prints what is wrong, nothing if
+# nothing is.
+yosys_check() {
+    local what=$1 code=$2 said
+    shift 2
+    said=$(python3 -c "$code" "$@" 2>&1)
     if [ -z "$said" ]; then
-        echo "ok: the slot's black box has fabric_slot's parameters and ports (Yosys)"; passed=$((passed + 1))
+        echo "ok: $what (Yosys)"; passed=$((passed + 1))
     else
-        echo "FAIL: the slot's black box: $said"; failures=$((failures + 1))
+        echo "FAIL: $what: $said"; failures=$((failures + 1))
     fi
-    rtl_engine=$(python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["modules"]["fabric_slot"]["parameter_default_values"]["ENGINE"], 2))' "$tmp/slot.json")
+}
+if ! command -v yosys >/dev/null; then
+    echo "SKIP: no yosys: the slot's black box, the transformer's wrapper and fabric_top's cells are not checked"
+elif [ ! -f "$stub_v" ] || [ ! -f "$wrap_v" ]; then
+    echo "FAIL: the flow wrote no $stub_v or no $wrap_v"; failures=$((failures + 1))
+else
+    # flow_tcl SCRIPT: SCRIPT's output, run after the flow's plain Tcl.
+    flow_tcl() { tclsh <(printf 'source %s\n%s\n' "$repo/rtl/vivado/lib/flow_lib.tcl" "$1"); }
+    # default_engine MODULE: MODULE's default ENGINE (decimal), as Yosys read it.
+    default_engine() {
+        [ -f "$tmp/$1.json" ] || return 0
+        python3 -c "import json, sys; print(int(json.load(open(sys.argv[1]))['modules'][sys.argv[2]]['parameter_default_values']['ENGINE'], 2))" \
+            "$tmp/$1.json" "$1" 2>/dev/null || true
+    }
+    # The flow's modules by engine kind.
+    # shellcheck disable=SC2016 # Tcl, not the shell's
+    flow_kinds=$(flow_tcl 'dict for {k m} $fabric::rm_modules { puts "$k $m" }')
+    yosys -q -p "read_verilog $stub_v; write_json $tmp/bb.json"
+    yosys -q -p "read_verilog -lib $wrap_v; write_json $tmp/wrap.json"
+    for m in fabric_slot fabric_slot_lm $(awk '{ print $2 }' <<< "$flow_kinds"); do
+        [ -f "$tmp/$m.json" ] || [ ! -f "rtl/slot/$m.v" ] \
+            || yosys -q -p "read_verilog -lib rtl/slot/$m.v; write_json $tmp/$m.json"
+    done
+    shape='
+import json, sys
+def module(f, name="fabric_slot"): return json.load(open(f))["modules"][name]
+def ports(m): return {k: (v["direction"], len(v["bits"])) for k, v in m["ports"].items()}
+def shape(m): return (ports(m), sorted(m.get("parameter_default_values", {})))
+def engine(m): return int(m["parameter_default_values"]["ENGINE"], 2)
+'
+    yosys_check "the slot's black box has fabric_slot's parameters and ports" "$shape
+bb, slot = module(sys.argv[1]), module(sys.argv[2])
+if 'black_box' not in bb.get('attributes', {}): print('it has no (* black_box *)')
+if shape(bb) != shape(slot): print(f'{shape(bb)} is not the module\'s {shape(slot)}')" "$tmp/bb.json" "$tmp/fabric_slot.json"
+    yosys_check "the transformer's wrapper has fabric_slot's parameters and ports, and fabric_slot_lm's ENGINE" "$shape
+w, slot, lm = module(sys.argv[1]), module(sys.argv[2]), module(sys.argv[3], 'fabric_slot_lm')
+if shape(w) != shape(slot): print(f'{shape(w)} is not fabric_slot\'s {shape(slot)}')
+if engine(w) != engine(lm): print(f'its ENGINE is {engine(w)}, fabric_slot_lm\'s {engine(lm)}')" \
+        "$tmp/wrap.json" "$tmp/fabric_slot.json" "$tmp/fabric_slot_lm.json"
+    while read -r _ m; do
+        [ "$m" != fabric_slot ] || continue
+        yosys_check "$m has fabric_slot's ports (a partition's modules have its ports)" "$shape
+slot, other = module(sys.argv[1]), module(sys.argv[2], sys.argv[3])
+if ports(other) != ports(slot): print(f'{ports(other)} is not fabric_slot\'s {ports(slot)}')" \
+            "$tmp/fabric_slot.json" "$tmp/$m.json" "$m"
+    done <<< "$flow_kinds"
+
+    # The flow's table against the modules' own ENGINE, and the boards'.
+    while read -r kind m; do
+        rtl=$(default_engine "$m")
+        if [ -n "$rtl" ] && [ $((rtl & 0xffff)) -eq "$kind" ] && [ "$(rtl_module_of_kind "$kind")" = "$m" ]; then
+            echo "ok: the flow synthesizes engines of kind $kind from $m (ENGINE=$rtl)"; passed=$((passed + 1))
+        else
+            echo "FAIL: the flow synthesizes engines of kind $kind from $m, whose default ENGINE is ${rtl:-unknown}"
+            failures=$((failures + 1))
+        fi
+    done <<< "$flow_kinds"
     for b in kv260 zed; do
         for e in $(board_engines "$b"); do
             id=$(source_query bitstreams engine-id "$e")
-            if [ "$id" = "$rtl_engine" ]; then
-                echo "ok: $b's engine $e (ENGINE=$id) is the one rtl/slot implements"; passed=$((passed + 1))
+            m=$(awk -v k="$(source_query bitstreams engine-kind "$e")" '$1 == k { print $2 }' <<< "$flow_kinds")
+            rtl=$(default_engine "${m:-none}")
+            if [ -n "$rtl" ] && [ "$id" = "$rtl" ]; then
+                echo "ok: $b's engine $e (ENGINE=$id) is the one rtl/slot/$m.v implements"; passed=$((passed + 1))
             else
-                echo "FAIL: $b's engine $e is ENGINE=${id:-unknown}, rtl/slot/fabric_slot.v's default is $rtl_engine: the bitstream would claim an engine it is not"
+                echo "FAIL: $b's engine $e is ENGINE=${id:-unknown}, its module ${m:-(none)}'s default is ${rtl:-unknown}: the bitstream would claim an engine it is not"
                 failures=$((failures + 1))
             fi
         done
+    done
+
+    # fabric_top's cells, with its defaults and with a transformer in slot0,
+    # against the cells the flow names.
+    # shellcheck disable=SC2016 # Tcl, not the shell's
+    flow_cells=$(flow_tcl 'foreach s $fabric::slots { puts "$s [fabric::rp_cell $s]" }')
+    for slot in "${slots[@]}"; do
+        grep -qx "$slot $(rp_cell "$slot")" <<< "$flow_cells" \
+            || { echo "FAIL: the flow names $slot's cell otherwise than this test: $flow_cells"; failures=$((failures + 1)); }
+    done
+    for chosen in "" "-set SLOT0_MODULE 2"; do
+        yosys -q -p "read_verilog -lib rtl/lint/fabric_ps.v; read_verilog -I rtl/common -I rtl/shell -I rtl/engine rtl/top/fabric_top.v rtl/common/*.v rtl/shell/*.v rtl/slot/*.v rtl/engine/*.v rtl/engine/lm/*.v; ${chosen:+chparam $chosen fabric_top;} hierarchy -check -top fabric_top; rename -top fabric_top; select fabric_top; write_rtlil -selected $tmp/top.il" >/dev/null 2>&1 \
+            || { echo "FAIL: Yosys does not elaborate fabric_top ${chosen:-with its defaults}"; failures=$((failures + 1)); continue; }
+        want="$(rp_cell slot0) fabric_slot"
+        [ -z "$chosen" ] || want="$(rp_cell slot0) fabric_slot_lm"
+        yosys_check "fabric_top ${chosen:-with its defaults} has the flow's cells ($want, slot1.rm fabric_slot)" '
+import re, sys
+cells = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"\s*cell (\S+) \\(\S+)$", line)
+    if m: cells[m.group(2)] = m.group(1).split("\\")[1]
+want = dict(zip(sys.argv[2].split()[::2], sys.argv[2].split()[1::2]))
+got = {c: cells.get(c) for c in want}
+if got != want: print(f"its cells {got} are not {want}: the flow would not find the partitions")
+rest = [c for c, m in cells.items() if m.startswith("fabric_slot") and c not in want]
+if rest: print(f"more slot cells than the flow names: {rest}")' "$tmp/top.il" "$want $(rp_cell slot1) fabric_slot"
     done
 fi
 
@@ -552,6 +693,7 @@ flow_args "refused: flow: engine a given twice" --engine a 1 2 --engine a 1 3
 flow_args "refused: flow: engines a and b are both kind 1 version 2" --engine a 1 2 --engine b 1 2
 flow_args "refused: flow: engine a: KIND '0' is not a decimal number from 1 to 65535" --engine a 0 2
 flow_args "refused: flow: engine a: VERSION '65536' is not" --engine a 1 65536
+flow_args "refused: flow: engine a: no RTL implements engine kind 3" --engine a 3 1
 flow_args "refused: flow: engine a: VERSION '0x2' is not" --engine a 1 0x2
 flow_args "refused: flow: engine a: KIND '01' is not" --engine a 01 2
 flow_args "refused: flow: engine name '../a' is not a plain name" --engine ../a 1 2
@@ -609,9 +751,23 @@ mutant no-engine-generic flow.tcl 's/ -generic ENGINE=\$id//' 'not synthesized o
 # shellcheck disable=SC2016
 mutant engine-generic-hex flow.tcl 's/-generic ENGINE=\$id/-generic ENGINE=[format 0x%08X $id]/' \
     'ENGINE=0x00020001 is not a decimal integer'
+# With both engines, each swapped id is the other's: the run with the
+# trigram engine's ENGINE is then the transformer's module.
 # shellcheck disable=SC2016
 mutant engine-kind-version-swapped lib/flow_lib.tcl 's/(\$version << 16) | \$kind/($kind << 16) | $version/' \
-    'not synthesized out of context with ENGINE=131073'
+    'not synthesized out of context with ENGINE=131073|trigram-v2.s slot is not synthesized from fabric_slot'
+# The transformer synthesized under its own module name: not the
+# partition's black box (UG909).
+# shellcheck disable=SC2016
+mutant rm-own-name flow.tcl 's/-mode out_of_context -top \$rp_module /-mode out_of_context -top $module /' \
+    "top is fabric_slot_lm, cell slot[01]\\.rm is a black box of fabric_slot"
+# The flow as it was: every engine from fabric_slot.
+mutant transformer-as-trigram lib/flow_lib.tcl 's/rm_modules {1 fabric_slot 2 fabric_slot_lm}/rm_modules {1 fabric_slot 2 fabric_slot}/' \
+    "transformer-v1's slot \(fabric_slot_lm\) is synthesized without its wrapper"
+# The wrapper beside fabric_slot.v, two modules of one name.
+# shellcheck disable=SC2016
+mutant wrapper-beside-own lib/flow_lib.tcl 's/if {\[file normalize \$file\] ne \$own} { lappend files \$file }/lappend files $file/' \
+    'reads rtl/slot/fabric_slot.v too'
 # shellcheck disable=SC2016
 mutant engine-without-daw flow.tcl 's/\(-generic ENGINE=\$id\) -generic DAW=\[dict get \$board dma_addr_bits\]$/\1/' \
     'ports are not the partition'
@@ -743,7 +899,7 @@ check_timing() {
     problems=()
     [ "$status" -eq 0 ] || problem "the timing script failed ($status): $output"
     n=0
-    for module in fabric_shell fabric_decoupler fabric_slot; do
+    for module in fabric_shell fabric_decoupler fabric_slot fabric_slot_lm; do
         n=$((n + 1))
         local synth clock place route report levels
         synth=$(nth "^synth_design -mode out_of_context -top $module -part $part " 1)
@@ -751,7 +907,7 @@ check_timing() {
         clock=$(all "^create_clock -period $period -name clk clk$" | sed -n "${n}p")
         place=$(all "^place_design" | sed -n "${n}p")
         route=$(all "^route_design" | sed -n "${n}p")
-        report=$(all "^report_timing_summary -file .*/[a-z]*_timing\.rpt$" | sed -n "${n}p")
+        report=$(all "^report_timing_summary -file .*/[a-z_]*_timing\.rpt$" | sed -n "${n}p")
         levels=$(all "^report_design_analysis -logic_level_distribution -file " | sed -n "${n}p")
         if [ -z "$clock" ] || [ "$clock" -lt "$synth" ] || [ -z "$place" ] || [ "$clock" -gt "$place" ]; then
             problem "$module: no clock of $period ns between its synthesis and its placement"
@@ -763,7 +919,7 @@ check_timing() {
     if grep -q "^read_verilog .*/top/" "$log"; then
         problem "a part read the board's top, which names the PS's block design"
     fi
-    if [ ! -f "$timing_tsv" ] || [ "$(wc -l < "$timing_tsv")" -ne 4 ]; then
+    if [ ! -f "$timing_tsv" ] || [ "$(wc -l < "$timing_tsv")" -ne 5 ]; then
         problem "timing.tsv lacks a line a part: $(cat "$timing_tsv" 2>/dev/null)"
     fi
     if [ ${#problems[@]} -eq 0 ]; then

@@ -96,22 +96,50 @@ module fabric_ps #(
     input  wire [1:0]      S_AXI_E0_arburst,
     input  wire            S_AXI_E0_arvalid,
     output wire            S_AXI_E0_arready,
-    output wire [31:0]     S_AXI_E0_rdata,
+    output wire [63:0]     S_AXI_E0_rdata,
     output wire [1:0]      S_AXI_E0_rresp,
     output wire            S_AXI_E0_rlast,
     output wire            S_AXI_E0_rvalid,
     input  wire            S_AXI_E0_rready,
+    input  wire [DAW-1:0]  S_AXI_E0_awaddr,
+    input  wire [7:0]      S_AXI_E0_awlen,
+    input  wire [2:0]      S_AXI_E0_awsize,
+    input  wire [1:0]      S_AXI_E0_awburst,
+    input  wire            S_AXI_E0_awvalid,
+    output wire            S_AXI_E0_awready,
+    input  wire [63:0]     S_AXI_E0_wdata,
+    input  wire [7:0]      S_AXI_E0_wstrb,
+    input  wire            S_AXI_E0_wlast,
+    input  wire            S_AXI_E0_wvalid,
+    output wire            S_AXI_E0_wready,
+    output wire [1:0]      S_AXI_E0_bresp,
+    output wire            S_AXI_E0_bvalid,
+    input  wire            S_AXI_E0_bready,
     input  wire [DAW-1:0]  S_AXI_E1_araddr,
     input  wire [7:0]      S_AXI_E1_arlen,
     input  wire [2:0]      S_AXI_E1_arsize,
     input  wire [1:0]      S_AXI_E1_arburst,
     input  wire            S_AXI_E1_arvalid,
     output wire            S_AXI_E1_arready,
-    output wire [31:0]     S_AXI_E1_rdata,
+    output wire [63:0]     S_AXI_E1_rdata,
     output wire [1:0]      S_AXI_E1_rresp,
     output wire            S_AXI_E1_rlast,
     output wire            S_AXI_E1_rvalid,
-    input  wire            S_AXI_E1_rready
+    input  wire            S_AXI_E1_rready,
+    input  wire [DAW-1:0]  S_AXI_E1_awaddr,
+    input  wire [7:0]      S_AXI_E1_awlen,
+    input  wire [2:0]      S_AXI_E1_awsize,
+    input  wire [1:0]      S_AXI_E1_awburst,
+    input  wire            S_AXI_E1_awvalid,
+    output wire            S_AXI_E1_awready,
+    input  wire [63:0]     S_AXI_E1_wdata,
+    input  wire [7:0]      S_AXI_E1_wstrb,
+    input  wire            S_AXI_E1_wlast,
+    input  wire            S_AXI_E1_wvalid,
+    output wire            S_AXI_E1_wready,
+    output wire [1:0]      S_AXI_E1_bresp,
+    output wire            S_AXI_E1_bvalid,
+    input  wire            S_AXI_E1_bready
 );
     assign pl_clk = 0;
     assign pl_resetn = 0;
@@ -156,12 +184,20 @@ module fabric_ps #(
     assign S_AXI_E0_rresp = 0;
     assign S_AXI_E0_rlast = 0;
     assign S_AXI_E0_rvalid = 0;
+    assign S_AXI_E0_awready = 0;
+    assign S_AXI_E0_wready = 0;
+    assign S_AXI_E0_bresp = 0;
+    assign S_AXI_E0_bvalid = 0;
     assign S_AXI_E1_arready = 0;
     assign S_AXI_E1_rdata = 0;
     assign S_AXI_E1_rresp = 0;
     assign S_AXI_E1_rlast = 0;
     assign S_AXI_E1_rvalid = 0;
-    wire unused_inputs = ^{irq, M_AXI_SHELL_awready, M_AXI_SHELL_wready, M_AXI_SHELL_bresp, M_AXI_SHELL_bvalid, M_AXI_SHELL_arready, M_AXI_SHELL_rdata, M_AXI_SHELL_rresp, M_AXI_SHELL_rvalid, M_AXI_DCP0_awready, M_AXI_DCP0_wready, M_AXI_DCP0_bresp, M_AXI_DCP0_bvalid, M_AXI_DCP0_arready, M_AXI_DCP0_rdata, M_AXI_DCP0_rresp, M_AXI_DCP0_rvalid, M_AXI_DCP1_awready, M_AXI_DCP1_wready, M_AXI_DCP1_bresp, M_AXI_DCP1_bvalid, M_AXI_DCP1_arready, M_AXI_DCP1_rdata, M_AXI_DCP1_rresp, M_AXI_DCP1_rvalid, S_AXI_HP_araddr, S_AXI_HP_arlen, S_AXI_HP_arsize, S_AXI_HP_arburst, S_AXI_HP_arvalid, S_AXI_HP_rready, S_AXI_HP_awaddr, S_AXI_HP_awlen, S_AXI_HP_awsize, S_AXI_HP_awburst, S_AXI_HP_awvalid, S_AXI_HP_wdata, S_AXI_HP_wstrb, S_AXI_HP_wlast, S_AXI_HP_wvalid, S_AXI_HP_bready, S_AXI_E0_araddr, S_AXI_E0_arlen, S_AXI_E0_arsize, S_AXI_E0_arburst, S_AXI_E0_arvalid, S_AXI_E0_rready, S_AXI_E1_araddr, S_AXI_E1_arlen, S_AXI_E1_arsize, S_AXI_E1_arburst, S_AXI_E1_arvalid, S_AXI_E1_rready};
+    assign S_AXI_E1_awready = 0;
+    assign S_AXI_E1_wready = 0;
+    assign S_AXI_E1_bresp = 0;
+    assign S_AXI_E1_bvalid = 0;
+    wire unused_inputs = ^{irq, M_AXI_SHELL_awready, M_AXI_SHELL_wready, M_AXI_SHELL_bresp, M_AXI_SHELL_bvalid, M_AXI_SHELL_arready, M_AXI_SHELL_rdata, M_AXI_SHELL_rresp, M_AXI_SHELL_rvalid, M_AXI_DCP0_awready, M_AXI_DCP0_wready, M_AXI_DCP0_bresp, M_AXI_DCP0_bvalid, M_AXI_DCP0_arready, M_AXI_DCP0_rdata, M_AXI_DCP0_rresp, M_AXI_DCP0_rvalid, M_AXI_DCP1_awready, M_AXI_DCP1_wready, M_AXI_DCP1_bresp, M_AXI_DCP1_bvalid, M_AXI_DCP1_arready, M_AXI_DCP1_rdata, M_AXI_DCP1_rresp, M_AXI_DCP1_rvalid, S_AXI_HP_araddr, S_AXI_HP_arlen, S_AXI_HP_arsize, S_AXI_HP_arburst, S_AXI_HP_arvalid, S_AXI_HP_rready, S_AXI_HP_awaddr, S_AXI_HP_awlen, S_AXI_HP_awsize, S_AXI_HP_awburst, S_AXI_HP_awvalid, S_AXI_HP_wdata, S_AXI_HP_wstrb, S_AXI_HP_wlast, S_AXI_HP_wvalid, S_AXI_HP_bready, S_AXI_E0_araddr, S_AXI_E0_arlen, S_AXI_E0_arsize, S_AXI_E0_arburst, S_AXI_E0_arvalid, S_AXI_E0_rready, S_AXI_E0_awaddr, S_AXI_E0_awlen, S_AXI_E0_awsize, S_AXI_E0_awburst, S_AXI_E0_awvalid, S_AXI_E0_wdata, S_AXI_E0_wstrb, S_AXI_E0_wlast, S_AXI_E0_wvalid, S_AXI_E0_bready, S_AXI_E1_araddr, S_AXI_E1_arlen, S_AXI_E1_arsize, S_AXI_E1_arburst, S_AXI_E1_arvalid, S_AXI_E1_rready, S_AXI_E1_awaddr, S_AXI_E1_awlen, S_AXI_E1_awsize, S_AXI_E1_awburst, S_AXI_E1_awvalid, S_AXI_E1_wdata, S_AXI_E1_wstrb, S_AXI_E1_wlast, S_AXI_E1_wvalid, S_AXI_E1_bready};
 endmodule
 
 `default_nettype wire

@@ -2,23 +2,27 @@
 #
 # The fabric's Dynamic Function eXchange (DFX) flow for one board, in
 # Vivado's non-project mode: a static shell and two reconfigurable
-# partitions (cells slot0 and slot1 of fabric_top), each engine one
-# reconfigurable module (fabric_slot with its ENGINE generic; contract
-# 2.0). No model is in a bitstream: a model is a table (.ftb) that fabricd
-# writes into a slot's region of the DMA buffer and commits, and the slot's
-# engine reads it from DDR through its own HP port. Run by
-# scripts/build-bitstreams:
+# partitions (cells slot0.rm and slot1.rm of fabric_top, black boxes of
+# fabric_slot in the static), each engine one reconfigurable module with
+# its ENGINE generic (contract 2.0): the module of its kind (fabric_slot
+# the trigram engine, fabric_slot_lm the transformer; lib/flow_lib.tcl),
+# synthesized under the partition's module name. No model is in a
+# bitstream: a model is a table (.ftb, .flm) that fabricd writes into a
+# slot's region of the DMA buffer and commits, and the slot's engine reads
+# it from DDR through its own HP port. Run by scripts/build-bitstreams:
 #
 #   vivado -mode batch -source rtl/vivado/flow.tcl -tclargs \
 #       --board kv260 --work DIR --out DIR --interface-id 0x5EED0001 \
-#       --engine trigram-v2 1 2
+#       --engine trigram-v2 1 2 --engine transformer-v1 2 1
 #
 # The order is UG909's ("Vivado Design Suite User Guide: Dynamic Function
 # eXchange", chapter "Vivado Software Flow": Synthesis, Implementation,
 # Verifying Configurations, Generating Bitstreams) and that of UG947's
 # Tcl scripts (the DFX tutorial):
 #   1. each engine's slot synthesized out of context (synth_design -mode
-#      out_of_context, ENGINE its SLOT_ENGINE value), a checkpoint each;
+#      out_of_context -top fabric_slot, ENGINE its SLOT_ENGINE value; an
+#      engine whose module is not fabric_slot through a wrapper of that
+#      name, UG909 "Synthesizing Reconfigurable Modules"), a checkpoint each;
 #   2. the static design synthesized with the slot as a black box (the PS's
 #      block design, the board top, the shell and its decouplers);
 #   3. the first configuration: the static checkpoint opened, each RP cell
@@ -78,26 +82,32 @@ proc fabric::read_sources {files} {
     if {[llength $sv]} { read_verilog -sv $sv }
 }
 
-# 1. Each engine's slot, out of context. ENGINE is the constant the slot
-# reports in SLOT_ENGINE, so each engine is its own module; DAW is the
-# board's, as fabric_top passes it to both cells, so that the module's
-# ports are the partition's. Integers in decimal (a 0x literal binds as a
-# string).
+# 1. Each engine's slot, out of context, from the module of its kind. Every
+# module of a partition has the black box's module name (UG909), so each is
+# synthesized as rp_module: fabric_slot itself, or the wrapper of that name
+# around the engine's module (lib/flow_lib.tcl, rm_wrapper). ENGINE is the
+# constant the slot reports in SLOT_ENGINE, so each engine is its own
+# module; DAW is the board's, as fabric_top passes it to both cells, so
+# that the module's ports are the partition's. Integers in decimal (a 0x
+# literal binds as a string).
 proc fabric::step_synth_engines {} {
     variable opt
     variable board
     variable src
     variable dir
-    variable rm_module
+    variable work
+    variable rp_module
     set part [dict get $board part]
     foreach e [dict get $opt engines] {
         lassign $e name kind version
         set id [engine_generic $kind $version]
-        say "synthesizing $rm_module out of context as engine $name (kind $kind, version $version: ENGINE=$id)"
+        set module [rm_module $kind]
+        say "synthesizing engine $name (kind $kind, version $version: ENGINE=$id) out of context: $module as $rp_module"
+        set files [rm_sources $src [dict get $opt rtl] $kind [dict get $work gen]]
         create_project -in_memory -part $part
-        read_sources [dict get $src rm]
+        read_sources $files
         read_xdc -mode out_of_context [file join $dir xdc slot_ooc_[dict get $board name].xdc]
-        synth_design -mode out_of_context -top $rm_module -part $part \
+        synth_design -mode out_of_context -top $rp_module -part $part \
             -include_dirs [dict get $src incdirs] \
             -generic ENGINE=$id -generic DAW=[dict get $board dma_addr_bits]
         write_checkpoint -force [rm_checkpoint $name]
@@ -106,7 +116,8 @@ proc fabric::step_synth_engines {} {
     }
 }
 
-# 2. The static design, the slots black boxes.
+# 2. The static design: fabric_top with its defaults, each slot's cell a
+# black box of fabric_slot.
 proc fabric::step_synth_static {} {
     variable opt
     variable board
@@ -158,7 +169,7 @@ proc fabric::route_and_save {config} {
 # 3 and 4. The configurations.
 proc fabric::step_implement {} {
     variable configs
-    variable rp_cells
+    variable slots
     variable board
     variable dir
     variable work
@@ -169,19 +180,19 @@ proc fabric::step_implement {} {
         say "implementing $name ([dict get $config slots])"
         if {$first} {
             open_checkpoint [file join [dict get $work synth] static.dcp]
-            foreach cell $rp_cells {
-                set_property HD.RECONFIGURABLE true [get_cells $cell]
+            foreach slot $slots {
+                set_property HD.RECONFIGURABLE true [get_cells [rp_cell $slot]]
             }
-            foreach cell $rp_cells {
-                read_checkpoint -cell $cell [rm_checkpoint [dict get $config slots $cell]]
+            foreach slot $slots {
+                read_checkpoint -cell [rp_cell $slot] [rm_checkpoint [dict get $config slots $slot]]
             }
             read_xdc [file join $dir xdc pblocks_[dict get $board name].xdc]
             opt_design
             route_and_save $config
             # The static alone, its placement and routing locked for every
             # further configuration (UG909, "Preserving Implementation Data").
-            foreach cell $rp_cells {
-                update_design -cell $cell -black_box
+            foreach slot $slots {
+                update_design -cell [rp_cell $slot] -black_box
             }
             lock_design -level routing
             write_checkpoint -force $static
@@ -191,12 +202,12 @@ proc fabric::step_implement {} {
         }
         open_checkpoint $static
         set grey 1
-        foreach cell $rp_cells {
-            set engine [dict get $config slots $cell]
+        foreach slot $slots {
+            set engine [dict get $config slots $slot]
             if {$engine eq ""} {
-                update_design -cell $cell -buffer_ports
+                update_design -cell [rp_cell $slot] -buffer_ports
             } else {
-                read_checkpoint -cell $cell [rm_checkpoint $engine]
+                read_checkpoint -cell [rp_cell $slot] [rm_checkpoint $engine]
                 set grey 0
             }
         }
@@ -224,7 +235,7 @@ proc fabric::step_verify {} {
 # (a board with one engine), else "0".
 proc fabric::step_bitstreams {} {
     variable configs
-    variable rp_cells
+    variable slots
     variable opt
     variable work
     set out [dict get $opt out]
@@ -236,24 +247,24 @@ proc fabric::step_bitstreams {} {
         say "writing the images of $name"
         open_checkpoint [routed_checkpoint $config]
         set_property BITSTREAM.CONFIG.USERID [dict get $opt interface_id] [current_design]
-        foreach cell $rp_cells {
-            set engine [dict get $config slots $cell]
+        foreach slot $slots {
+            set engine [dict get $config slots $slot]
             if {$engine eq ""} {
-                set file [file join [dict get $work bit] [blank_name $cell]]
+                set file [file join [dict get $work bit] [blank_name $slot]]
             } else {
-                set file [file join $out [partial_name $engine $cell]]
-                lappend images [list partial $engine [lsearch $rp_cells $cell] $file]
+                set file [file join $out [partial_name $engine $slot]]
+                lappend images [list partial $engine [lsearch $slots $slot] $file]
             }
-            write_bitstream -force -cell $cell $file
+            write_bitstream -force -cell [rp_cell $slot] $file
         }
-        set engine [dict get $config slots [lindex $rp_cells 0]]
+        set engine [dict get $config slots [lindex $slots 0]]
         if {$engine ne ""} {
             set file [file join $out [full_name $engine]]
             write_bitstream -force -no_partial_bitfile $file
             set holding {}
-            foreach cell $rp_cells {
-                if {[dict get $config slots $cell] eq $engine} {
-                    lappend holding [lsearch $rp_cells $cell]
+            foreach slot $slots {
+                if {[dict get $config slots $slot] eq $engine} {
+                    lappend holding [lsearch $slots $slot]
                 }
             }
             lappend images [list full $engine [join $holding ,] $file]

@@ -2,11 +2,12 @@
 #
 # Out-of-context timing of the fabric's parts, for users who have Vivado:
 # the evidence a clock is quoted with. Each part (the shell, a decoupler, a
-# slot's engine) is synthesized alone in the board's part (synth_design
-# -mode out_of_context: no I/O buffers, its ports left as they are), its
-# clock constrained at the board's fabric clock, then placed and routed, and
-# its timing summary (WNS, WHS) and the distribution of its paths' logic
-# levels (report_design_analysis -logic_level_distribution, what Xilinx's
+# slot with the trigram engine, a slot with the transformer) is synthesized
+# alone in the board's part (synth_design -mode out_of_context: no I/O
+# buffers, its ports left as they are), its clock constrained at the
+# board's fabric clock, then placed and routed, and its timing summary
+# (WNS, WHS) and the distribution of its paths' logic levels
+# (report_design_analysis -logic_level_distribution, what Xilinx's
 # report_failfast summarises) are written. A part that misses setup or hold
 # fails the run, naming its report. DIR/timing.tsv has a line a part: the
 # part, its module, the clock's period, WNS and WHS.
@@ -18,7 +19,7 @@
 # estimate; this is the measurement.
 #
 #   vivado -mode batch -source rtl/vivado/timing.tcl -tclargs \
-#       --board kv260 --work DIR [--rtl DIR] [--part shell|decoupler|slot]...
+#       --board kv260 --work DIR [--rtl DIR] [--part shell|decoupler|slot|slot_lm]...
 #
 # tests/vivado-flow.sh runs it under tclsh with every Vivado command
 # stubbed, as it runs the flow.
@@ -34,6 +35,7 @@ namespace eval fabric::timing {
         shell     {module fabric_shell     sources static generics {CLK_MHZ DAW}}
         decoupler {module fabric_decoupler sources static generics {DAW}}
         slot      {module fabric_slot      sources rm     generics {DAW}}
+        slot_lm   {module fabric_slot_lm   sources rm     generics {DAW}}
     }
 }
 

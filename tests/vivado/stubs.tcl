@@ -15,16 +15,18 @@
 # needs a stub, with its rules, before the test passes again.
 #
 # Not modelled: the RTL (nothing here parses Verilog: the board top's
-# reconfigurable cells are $env(VIVADO_STUB_RP_CELLS), as the test's
-# fixture says fabric_top has them, and fabric_top is taken to pass its DAW
-# to each, as rtl/top/fabric_top.v does), the IP catalog's pins, placement,
+# reconfigurable cells are $env(VIVADO_STUB_RP_CELLS), default slot0.rm and
+# slot1.rm, black boxes of fabric_slot, as tests/vivado-flow.sh checks with
+# Yosys that rtl/top/fabric_top.v has them, and fabric_top is taken to pass
+# its DAW to each, as it does), the IP catalog's pins, placement,
 # timing (every path has the slack $env(VIVADO_STUB_SLACK), default
 # positive), the bitstream's contents (a stub image is a few lines of text
 # with the header fields fabricd checks).
 
 namespace eval stub {
     variable log $::env(VIVADO_STUB_LOG)
-    variable rp_cells [expr {[info exists ::env(VIVADO_STUB_RP_CELLS)] ? $::env(VIVADO_STUB_RP_CELLS) : {slot0 slot1}}]
+    variable rp_cells [expr {[info exists ::env(VIVADO_STUB_RP_CELLS)] ? $::env(VIVADO_STUB_RP_CELLS) : {slot0.rm slot1.rm}}]
+    variable rp_module fabric_slot
     variable slack [expr {[info exists ::env(VIVADO_STUB_SLACK)] ? $::env(VIVADO_STUB_SLACK) : 0.125}]
     variable project {}   ;# the in-memory project: part, files, bd, generated
     variable design {}    ;# the open design (see new_design)
@@ -285,11 +287,12 @@ stub::def synth_design {-top 1 -part 1 -mode 1 -generic * -include_dirs 1 -flatt
             stub::fail synth_design "\[Synth 8-439\] module '[file rootname [file tail $bd]]' not found (generate_target the block design first)"
         }
         foreach cell $stub::rp_cells {
-            set kind [stub::module_kind $files fabric_slot]
+            set kind [stub::module_kind $files $stub::rp_module]
             if {$kind eq "missing"} {
-                stub::fail synth_design "\[Synth 8-439\] module 'fabric_slot' not found (cell $cell)"
+                stub::fail synth_design "\[Synth 8-439\] module '$stub::rp_module' not found (cell $cell)"
             }
-            dict set d cells $cell [dict create content $kind module {} reconfigurable 0 pblock ""]
+            dict set d cells $cell [dict create content $kind ref $stub::rp_module module {} \
+                reconfigurable 0 pblock ""]
         }
     }
     set stub::design $d
@@ -342,6 +345,12 @@ stub::def read_checkpoint {-cell 1 -strict 0 -incremental 1} {
     }
     if {[dict get $rm part] ne [dict get $stub::design part]} {
         stub::fail read_checkpoint "$file is for [dict get $rm part], the design for [dict get $stub::design part]"
+    }
+    # UG909, "Synthesizing Reconfigurable Modules": every module of a
+    # partition is instantiated in the same black box, so "the name of the
+    # block must be the same in each instance".
+    if {[dict get $rm name] ne [dict get $c ref]} {
+        stub::fail read_checkpoint "$file's top is [dict get $rm name], cell $cell is a black box of [dict get $c ref]: a reconfigurable module has its partition's module name (UG909)"
     }
     # UG909: a reconfigurable module's ports are its partition's. The stubs
     # read no Verilog: the ports' widths follow DAW, which fabric_top passes

@@ -22,17 +22,21 @@
 #                cache, prot, QoS or region: the shell's DMA into DDR (low
 #                and high) through S_AXI_HP0_FPD; the SmartConnect converts
 #                32 to 128 bits
-#   S_AXI_E0     AXI4 slave, read only, 32-bit data: slot 0's engine
-#                reading its table (contract 2.0), through S_AXI_HP1_FPD
-#   S_AXI_E1     the same for slot 1's, through S_AXI_HP2_FPD (a SmartConnect each
-#                converts to the PS's 128 bits)
+#   S_AXI_E0     AXI4 slave, read and write, 64-bit data, 40-bit address:
+#                slot 0's engine reading its table (contract 2.0) and, a
+#                transformer, writing its lanes' keys and values, through
+#                S_AXI_HP1_FPD (INCR reads of 8-byte beats; single-beat
+#                writes)
+#   S_AXI_E1     the same for slot 1's, through S_AXI_HP2_FPD (a SmartConnect
+#                each converts 64 to the PS's 128 bits)
 #   irq          in   level, high: pl_ps_irq0[0], GIC SPI 89 (interrupts =
 #                     <0 89 4>)
 #
 # The AXI widths at the PS (128 bits for HPM0_FPD and HP0_FPD) are the
 # PS's reset defaults: a bitstream loaded from Linux does not configure the
 # PS (the boot firmware did), so the PL side must match what the PS was left
-# with, and the SmartConnects do the conversion to the shell's 32 bits.
+# with, and the SmartConnects do the conversion to the shell's 32 bits and
+# the engines' 64.
 # The PS-side properties are zynq_ultra_ps_e's CONFIG.PSU__* (as Xilinx's
 # PYNQ and Kria designs set them); no board preset is applied, for the same
 # reason.
@@ -114,17 +118,17 @@ proc fabric::bd::create {dir} {
     assign_bd_address -target_address_space [get_bd_addr_spaces S_AXI_HP] \
         [get_bd_addr_segs {ps/SAXIGP2/HP0_DDR_LOW ps/SAXIGP2/HP0_DDR_HIGH}]
 
-    # Each slot's engine reads its model's table from DDR through a port of
-    # its own (contract 2.0): read only, slot 0's through S_AXI_HP1_FPD,
-    # slot 1's through S_AXI_HP2_FPD, each SmartConnect converting 32 to
-    # 128 bits.
+    # Each slot's engine reads its model's table from DDR, and writes what a
+    # transformer keeps there, through a port of its own (contract 2.0):
+    # slot 0's through S_AXI_HP1_FPD, slot 1's through S_AXI_HP2_FPD, each
+    # SmartConnect converting 64 to 128 bits.
     foreach {port sc hp segs} {
         S_AXI_E0 e0 S_AXI_HP1_FPD {ps/SAXIGP3/HP1_DDR_LOW ps/SAXIGP3/HP1_DDR_HIGH}
         S_AXI_E1 e1 S_AXI_HP2_FPD {ps/SAXIGP4/HP2_DDR_LOW ps/SAXIGP4/HP2_DDR_HIGH}
     } {
         set p [create_bd_intf_port -mode Slave -vlnv xilinx.com:interface:aximm_rtl:1.0 $port]
-        set_property -dict [list CONFIG.PROTOCOL {AXI4} CONFIG.READ_WRITE_MODE {READ_ONLY} \
-            CONFIG.DATA_WIDTH {32} CONFIG.ADDR_WIDTH {40} CONFIG.ID_WIDTH {0} \
+        set_property -dict [list CONFIG.PROTOCOL {AXI4} CONFIG.READ_WRITE_MODE {READ_WRITE} \
+            CONFIG.DATA_WIDTH {64} CONFIG.ADDR_WIDTH {40} CONFIG.ID_WIDTH {0} \
             CONFIG.HAS_LOCK {0} CONFIG.HAS_CACHE {0} CONFIG.HAS_PROT {0} CONFIG.HAS_QOS {0} \
             CONFIG.HAS_REGION {0} CONFIG.HAS_BURST {1}] $p
         connect_bd_intf_net $p [get_bd_intf_pins $sc/S00_AXI]

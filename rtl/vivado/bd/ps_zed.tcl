@@ -22,10 +22,13 @@
 #                cache, prot, QoS or region: the shell's DMA into DDR
 #                through S_AXI_HP0 (64 bits at the PS, the FSBL's default;
 #                the SmartConnect converts)
-#   S_AXI_E0     AXI4 slave, read only, 32-bit data: slot 0's engine
-#                reading its table (contract 2.0), through S_AXI_HP1
-#   S_AXI_E1     the same for slot 1's, through S_AXI_HP2 (a SmartConnect each
-#                converts to the PS's 64 bits)
+#   S_AXI_E0     AXI4 slave, read and write, 64-bit data, 32-bit address:
+#                slot 0's engine reading its table (contract 2.0) and, a
+#                transformer, writing its lanes' keys and values, through
+#                S_AXI_HP1 (INCR reads of 8-byte beats, 16 at most; single-
+#                beat writes)
+#   S_AXI_E1     the same for slot 1's, through S_AXI_HP2 (the HP ports are
+#                64-bit AXI3: a SmartConnect each converts the protocol)
 #   irq          in   level, high: IRQ_F2P[0], GIC SPI 29 (interrupts =
 #                     <0 29 4>; UG585, table 7-4: interrupt id 61)
 #
@@ -108,17 +111,19 @@ proc fabric::bd::create {dir} {
     assign_bd_address -target_address_space [get_bd_addr_spaces S_AXI_HP] \
         [get_bd_addr_segs ps/S_AXI_HP0/HP0_DDR_LOWOCM]
 
-    # Each slot's engine reads its model's table from DDR through a port of
-    # its own (contract 2.0): read only, slot 0's through S_AXI_HP1, slot
-    # 1's through S_AXI_HP2 (AXI3: the engines' bursts are of 16 beats at
-    # most), each SmartConnect converting 32 to 64 bits.
+    # Each slot's engine reads its model's table from DDR, and writes what a
+    # transformer keeps there, through a port of its own (contract 2.0):
+    # slot 0's through S_AXI_HP1, slot 1's through S_AXI_HP2, 64 bits both
+    # sides, each SmartConnect converting AXI4 to the HP port's AXI3 (the
+    # engines' bursts are of 16 beats at most, AXI3's limit, and their
+    # writes single beats).
     foreach {port sc hp seg} {
         S_AXI_E0 e0 S_AXI_HP1 ps/S_AXI_HP1/HP1_DDR_LOWOCM
         S_AXI_E1 e1 S_AXI_HP2 ps/S_AXI_HP2/HP2_DDR_LOWOCM
     } {
         set p [create_bd_intf_port -mode Slave -vlnv xilinx.com:interface:aximm_rtl:1.0 $port]
-        set_property -dict [list CONFIG.PROTOCOL {AXI4} CONFIG.READ_WRITE_MODE {READ_ONLY} \
-            CONFIG.DATA_WIDTH {32} CONFIG.ADDR_WIDTH {32} CONFIG.ID_WIDTH {0} \
+        set_property -dict [list CONFIG.PROTOCOL {AXI4} CONFIG.READ_WRITE_MODE {READ_WRITE} \
+            CONFIG.DATA_WIDTH {64} CONFIG.ADDR_WIDTH {32} CONFIG.ID_WIDTH {0} \
             CONFIG.HAS_LOCK {0} CONFIG.HAS_CACHE {0} CONFIG.HAS_PROT {0} CONFIG.HAS_QOS {0} \
             CONFIG.HAS_REGION {0} CONFIG.HAS_BURST {1}] $p
         connect_bd_intf_net $p [get_bd_intf_pins $sc/S00_AXI]
