@@ -312,11 +312,17 @@ impl RtlDevice {
     /// anything is in hand (a context active, a descriptor or completion
     /// pending, a slot settling or reading a table in).
     fn mirror_out(&mut self, mem: &mut DeviceMemory<'_>, regs: &Mmio) -> bool {
-        let guards: Vec<(usize, u32)> = self
+        // Each read is an AXI4-Lite transaction, and the clock runs
+        // through it: read in the reverse of the order they are written
+        // (SLOT_COMMITTED before SLOT_STATE), so that each register a
+        // host reads after another is at least as new as it.
+        let mut guards: Vec<(usize, u32)> = self
             .guards
             .iter()
+            .rev()
             .map(|&o| (o, self.cosim.read(mem, Port::Shell, o as u32)))
             .collect();
+        guards.reverse();
         for &offset in &self.device {
             let v = self.cosim.read(mem, Port::Shell, offset as u32);
             regs.write32(offset, v);
