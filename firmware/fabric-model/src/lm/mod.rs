@@ -7,11 +7,14 @@
 //!   checked.
 //! - [`decode`]: a decode step with a context's key-value cache, and the
 //!   sampling over the logits.
+//! - [`cycles`]: what a round of decoding costs the RTL engine in fabric
+//!   cycles, counted from its sequencer.
 //!
 //! `scripts/train-lm` trains the model in floating point and writes its
 //! weights in this format; nothing here trains.
 
 pub mod arith;
+pub mod cycles;
 pub mod decode;
 pub mod weights;
 
