@@ -318,11 +318,14 @@ def main():
             on(b, d)
         finally:
             d.stop()
-        # A request takes about 20 times the real fabric's 17 ms, and the
-        # queue holds two: of the browser's six connections' requests, the
+        # A slow fabric: the old fixed 1.9 ms a token (17 ms a request; the
+        # engine's own cycles take microseconds), stretched 20 times, and a
+        # queue of two: of the browser's six connections' requests, the
         # rest are refused `overloaded`.
         d = Daemon(fabricd, catalog,
-                   "queue_capacity = 2\n[typing]\nsupersede = false\ncache = false\n"
+                   "queue_capacity = 2\n"
+                   "[sim]\nextra_args = [\"--prefill-us\", \"50\", \"--decode-us\", \"1900\"]\n"
+                   "[typing]\nsupersede = false\ncache = false\n"
                    "typed_forward = false\npredictive_admission = false\n", 20.0)
         try:
             off(b, d)

@@ -52,12 +52,22 @@ pub struct SimConfig {
     /// Most output tokens a request may ask for.
     #[arg(long, default_value_t = 256)]
     pub max_output: u32,
-    /// Fabric time per prompt token, in microseconds (before scaling).
-    #[arg(long, default_value_t = 50)]
-    pub prefill_us: u64,
-    /// Fabric time per output token, in microseconds (before scaling).
-    #[arg(long, default_value_t = 1900)]
-    pub decode_us: u64,
+    /// A fixed fabric time per prompt token, in microseconds (before
+    /// scaling), whatever the engine and the model (50 when only
+    /// `--decode-us` is given). By default each slot takes its engine's
+    /// cycles at the fabric's clock (`--clock-mhz`).
+    #[arg(long)]
+    pub prefill_us: Option<u64>,
+    /// A fixed fabric time per output token, in microseconds (before
+    /// scaling), for each decoding request (1900 when only `--prefill-us`
+    /// is given). By default each slot takes its engine's cycles.
+    #[arg(long)]
+    pub decode_us: Option<u64>,
+    /// The fabric's clock in MHz, for the engines' cycles: by default the
+    /// clock the RTL is synthesized for on the board `--part` names (200
+    /// on a K26, 100 on a Zynq-7000).
+    #[arg(long)]
+    pub clock_mhz: Option<u32>,
     /// How long a full reconfiguration darkens the fabric, in seconds
     /// (before scaling).
     #[arg(long, default_value_t = 25.0)]
@@ -203,6 +213,11 @@ impl SimConfig {
         let mut c = SimConfig::parse_from(["fabric-sim", "--root", "."]);
         c.root = root.into();
         c.root_arg = Some(c.root.clone());
+        // Fixed times, as before the engines had their own: what a test
+        // checks (a cancel that lands mid-request, a stream in several
+        // chunks) must not hang on how fast an engine is.
+        c.prefill_us = Some(50);
+        c.decode_us = Some(1900);
         c
     }
 
@@ -211,14 +226,27 @@ impl SimConfig {
         base.mul_f64(self.time_scale.max(0.0))
     }
 
-    /// The simulated fabric's time per prompt token.
-    pub fn prefill(&self) -> Duration {
-        self.scaled(Duration::from_micros(self.prefill_us))
+    /// The fixed times `--prefill-us` and `--decode-us` ask for, scaled:
+    /// (a prompt token's, an output token's); `None` when each engine
+    /// takes its own.
+    pub fn fixed_times(&self) -> Option<(Duration, Duration)> {
+        if self.prefill_us.is_none() && self.decode_us.is_none() {
+            return None;
+        }
+        let us = |v: Option<u64>, default| self.scaled(Duration::from_micros(v.unwrap_or(default)));
+        Some((us(self.prefill_us, 50), us(self.decode_us, 1900)))
     }
 
-    /// The simulated fabric's time per output token.
-    pub fn decode(&self) -> Duration {
-        self.scaled(Duration::from_micros(self.decode_us))
+    /// The fabric's clock in Hz: `--clock-mhz`, else the board's.
+    pub fn clock_hz(&self) -> u64 {
+        let mhz = self.clock_mhz.unwrap_or_else(|| {
+            if self.part.starts_with("xc7") {
+                100
+            } else {
+                200
+            }
+        });
+        u64::from(mhz.max(1)) * 1_000_000
     }
 
     /// Contexts per slot.
@@ -252,5 +280,32 @@ impl SimConfig {
         let major = parts.next().and_then(|p| p.parse().ok()).unwrap_or(1);
         let minor = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
         (major, minor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_is_the_boards_unless_given() {
+        let mut c = SimConfig::for_root("/nonexistent");
+        assert_eq!(c.clock_hz(), 200_000_000, "the K26's");
+        c.part = "xc7z020clg484-1".into();
+        assert_eq!(c.clock_hz(), 100_000_000, "the ZedBoard's");
+        c.clock_mhz = Some(150);
+        assert_eq!(c.clock_hz(), 150_000_000);
+    }
+
+    #[test]
+    fn fixed_times_are_asked_for_or_not() {
+        let mut c = SimConfig::parse_from(["fabric-sim", "--root", "."]);
+        assert_eq!(c.fixed_times(), None, "each engine its own");
+        c.decode_us = Some(1000);
+        c.time_scale = 2.0;
+        assert_eq!(
+            c.fixed_times(),
+            Some((Duration::from_micros(100), Duration::from_millis(2)))
+        );
     }
 }

@@ -29,6 +29,7 @@ use crate::config::SimConfig;
 use crate::engine::{LmContext, LmNext};
 
 mod tables;
+mod timing;
 use tables::{DramWords, PendingCommit, SlotTable};
 
 /// An engine programmed into a slot: what a partial image carries
@@ -365,8 +366,6 @@ impl Fabric {
         REG_MAX_PROMPT.device_write(r, c.max_prompt);
         REG_MAX_OUTPUT.device_write(r, c.max_output);
         REG_INTERFACE_ID.device_write(r, c.interface_id);
-        REG_PREFILL_NS.device_write(r, c.prefill().as_nanos().min(u32::MAX.into()) as u32);
-        REG_DECODE_NS.device_write(r, c.decode().as_nanos().min(u32::MAX.into()) as u32);
         self.enabled = false;
         self.sq = None;
         self.cq = None;
@@ -485,6 +484,7 @@ impl Fabric {
     }
 
     fn write_slot(&mut self, s: usize) {
+        self.write_times();
         let regs = SlotRegs::of(s);
         let slot = &self.slots[s];
         let (identity, crc) = slot
@@ -785,7 +785,6 @@ impl Fabric {
     /// and the slot's contexts keep their requests, paused. Cleared, they
     /// go on.
     fn slot_control(&mut self, now: Instant) {
-        let decode = self.config.decode();
         for s in 0..self.slots.len() {
             let regs = SlotRegs::of(s);
             let quiesce = regs.ctrl.read(self.r()).is_set(SLOT_CTRL::QUIESCE);
@@ -804,9 +803,13 @@ impl Fabric {
                     .max();
             } else {
                 self.slots[s].draining_until = None;
-                for c in self.ctxs.iter_mut().flatten() {
+                for i in 0..self.ctxs.len() {
+                    let Some(c) = &self.ctxs[i] else { continue };
                     if c.slot == s && c.running && c.next_due < now {
-                        c.next_due = now + decode;
+                        let step = self.next_token_time(c);
+                        if let Some(c) = self.ctxs[i].as_mut() {
+                            c.next_due = now + step;
+                        }
                     }
                 }
             }
@@ -995,15 +998,18 @@ impl Fabric {
             let Some(i) = self.slots[slot].waiting.pop_front() else {
                 break;
             };
-            let (prefill, decode) = (self.config.prefill(), self.config.decode());
-            if let Some(c) = self.ctxs[i].as_mut() {
+            if self.ctxs[i].is_none() {
+                continue;
+            }
+            self.slots[slot].running += 1;
+            let first = self.ctxs[i].as_ref().map(|c| self.first_token_time(c));
+            if let (Some(c), Some(first)) = (self.ctxs[i].as_mut(), first) {
                 // A lane freed at `now` (the instant the previous request's
                 // last token was due) starts this one then, unless it
                 // arrived later: back to back, as hardware would.
                 let start = now.max(c.started);
                 c.running = true;
-                c.next_due = start + prefill * c.prompt_len + decode;
-                self.slots[slot].running += 1;
+                c.next_due = start + first;
                 let decoding: usize = self.slots.iter().map(|s| s.running).sum();
                 self.stats.peak_decoding = self.stats.peak_decoding.max(decoding as u32);
             }
@@ -1023,7 +1029,6 @@ impl Fabric {
     }
 
     fn advance(&mut self, now: Instant) {
-        let decode = self.config.decode();
         for i in 0..self.ctxs.len() {
             while let Some(c) = self.ctxs[i].as_mut() {
                 if c.hung || !c.running || c.next_due > now {
@@ -1093,7 +1098,6 @@ impl Fabric {
                 c.crc.update(&token.to_le_bytes());
                 c.produced += 1;
                 let due = c.next_due;
-                c.next_due += decode;
                 let (produced, stream, tag) = (c.produced, c.stream, c.tag);
                 let done = if token == c.stop_token {
                     Some(Finish::Stop)
@@ -1102,6 +1106,14 @@ impl Fabric {
                 } else {
                     None
                 };
+                if done.is_none() {
+                    // The next token: the engine's time for it, with the
+                    // lanes decoding now.
+                    let step = self.ctxs[i].as_ref().map(|c| self.next_token_time(c));
+                    if let (Some(c), Some(step)) = (self.ctxs[i].as_mut(), step) {
+                        c.next_due = due + step;
+                    }
+                }
                 self.dram[at..at + 4].copy_from_slice(&token.to_le_bytes());
                 self.coherent_out(at, at + 4);
                 self.counters.tokens = self.counters.tokens.wrapping_add(1);

@@ -50,6 +50,11 @@ impl LmContext {
         }
     }
 
+    /// The positions its sequence holds: where its next token goes.
+    pub(crate) fn position(&self) -> usize {
+        self.cache.len()
+    }
+
     /// Feeds what is pending and draws the next token with `draw`.
     pub(crate) fn next(&mut self, draw: u64, sampling: Sampling) -> LmNext {
         let mut logits = None;

@@ -217,7 +217,10 @@ impl RtlDevice {
             device.extend((0..8).map(|i| r.identity_word(i).offset()));
             guards.extend([r.state.offset(), r.committed.offset()]);
         }
-        let decode = config.decode().as_secs_f64();
+        // A fixed time paces the steps; with the engines' own times the
+        // RTL takes its own cycles, as fast as Verilator runs them (far
+        // slower than a board's clock, so never faster than its cycles).
+        let decode = config.fixed_times().map_or(0.0, |(_, d)| d.as_secs_f64());
         let steps_per_sec = (decode > 0.0).then(|| 1.0 / decode);
         let mut cosim = Cosim::new(16);
         if steps_per_sec.is_some() {

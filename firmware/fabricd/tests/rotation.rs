@@ -463,7 +463,7 @@ async fn a_forced_load_over_a_decoding_request_waits_for_the_slot_to_shut_down()
     let d = Daemon::start(
         |s| {
             s.pr_bytes_per_sec = 8_000_000;
-            s.decode_us = 50_000;
+            s.decode_us = Some(50_000);
         },
         |c| c.rotation.drain_timeout_ms = 100,
     )

@@ -133,7 +133,7 @@ async fn exactly_the_surplus_is_overloaded() {
     // A fabric that takes a minute a token: nothing admitted finishes, so
     // no permit comes back while the K + M requests arrive, however long
     // that takes.
-    let d = Daemon::start(|s| s.decode_us = 60_000_000, |c| c.queue_capacity = K).await;
+    let d = Daemon::start(|s| s.decode_us = Some(60_000_000), |c| c.queue_capacity = K).await;
     let addr = d.addr;
     let (tx, mut answers) = tokio::sync::mpsc::unbounded_channel();
     let clients: Vec<_> = (0..K + M)
@@ -581,7 +581,11 @@ async fn slow_headers_are_cut_off() {
 async fn a_slow_answer_is_not_cut_and_an_idle_keep_alive_is() {
     // 80 tokens at 5 ms each: the answer takes over a second, far past the
     // 300 ms allowed for a header, which must not count while it runs.
-    let d = Daemon::start(|s| s.decode_us = 5_000, |c| c.header_read_timeout_ms = 300).await;
+    let d = Daemon::start(
+        |s| s.decode_us = Some(5_000),
+        |c| c.header_read_timeout_ms = 300,
+    )
+    .await;
     let mut sock = tokio::net::TcpStream::connect(d.addr)
         .await
         .expect("connect");

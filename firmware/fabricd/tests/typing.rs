@@ -437,7 +437,7 @@ async fn typed_forward_answers_the_rest_without_the_fabric() {
 async fn typing_on_while_the_request_decodes_joins_it() {
     // 5 ms a token: 256 tokens decode for over a second. The cache is off,
     // so the reference answer below does not answer the session's request.
-    let d = Daemon::start(|s| s.decode_us = 5_000, |c| c.typing.cache = false).await;
+    let d = Daemon::start(|s| s.decode_us = Some(5_000), |c| c.typing.cache = false).await;
     let addr = d.addr;
     let prompt = "In the beginning";
     let body = |p: String, session: Option<&str>| {
@@ -498,7 +498,7 @@ async fn a_request_predicted_late_is_refused_at_once() {
         |s| {
             s.lanes = 1;
             s.contexts = 1;
-            s.decode_us = 60_000_000;
+            s.decode_us = Some(60_000_000);
         },
         |_| {},
     )
