@@ -18,8 +18,8 @@ mod lm_rig;
 
 use fabric_model::lm::cycles::{commit_cycles, step_cycles, LaneStep};
 use fabric_model::lm::{Shape, Weights};
-use fabric_rtl::lm::{LmCommit, LmFault, LmPort, LmStep};
-use lm_rig::{expected, Desc, Rig};
+use fabric_rtl::lm::{LmCommit, LmFault, LmPort};
+use lm_rig::{expected, serve_watched, Desc, Rig, MAX_CYCLES};
 
 /// A decode round the RTL ran: its lanes and its cycles.
 #[derive(Debug)]
@@ -38,8 +38,8 @@ struct Run {
 
 /// Greedy requests with prompts of `prompt` tokens started together on
 /// lanes 0.., request `i` making `tokens[i]` tokens, a lane's next step
-/// asked for as soon as its last is answered (as `lm_rig::serve` does,
-/// but waiting as long as kjv-lm's long prompts need); every token checked
+/// asked for as soon as its last is answered (`lm_rig::serve_watched`,
+/// waiting as long as kjv-lm's long prompts need); every token checked
 /// against the definition. A round's cycles are those from the last answer
 /// of the round before to its own last (what follows an answer is the
 /// same every round, so this is the model's `S_IDLE` to `S_IDLE`). A
@@ -70,51 +70,24 @@ fn run(w: &Weights, latency: u32, prompt: u32, tokens: &[u32]) -> Run {
         seed: 1,
     };
     let mut rig = Rig::new(w.clone(), port);
+    // A round of kjv-lm at batch 8 is about a million cycles, and the
+    // first answer comes after a round a prompt token.
+    rig.wait = MAX_CYCLES.max(4_000_000 * (u64::from(prompt) + 2));
     let before = rig.engine.cycles();
     assert!(matches!(rig.commit(), LmCommit::Taken { .. }));
     let commit = rig.engine.cycles() - before;
     let start = rig.engine.cycles();
-    // A round of kjv-lm at batch 8 is about a million cycles.
-    let wait = 4_000_000;
-    let step = |rig: &mut Rig, lane: usize, first: bool| {
-        let s = LmStep {
-            lane: lane as u32,
-            first,
-            prompt: rig.prompts + (lane * shape.context * 4) as u64,
-            len: prompt,
-            draw: 0,
-            greedy: true,
-            inv_t: 0,
-        };
-        rig.engine
-            .request(&s, wait)
-            .expect("the engine takes a step");
-    };
-    for (lane, d) in descs.iter().enumerate() {
-        let bytes: Vec<u8> = d.prompt.iter().flat_map(|t| t.to_le_bytes()).collect();
-        let at = rig.prompts + (lane * shape.context * 4) as u64;
-        rig.engine.write(at, &bytes).expect("the prompt fits");
-        step(&mut rig, lane, true);
-    }
     // Each answer's lane and step, grouped by round, with the round's
     // last answer's cycle.
-    let mut got = vec![Vec::new(); descs.len()];
+    let mut answered = vec![0usize; descs.len()];
     let mut groups: Vec<(u64, Vec<(u32, LaneStep)>)> = Vec::new();
-    let mut busy = descs.len();
-    while busy > 0 {
-        let wait_first = if groups.is_empty() {
-            wait * (u64::from(prompt) + 2)
-        } else {
-            wait
-        };
-        let a = rig.engine.answer(wait_first).expect("an answer");
+    let got = serve_watched(&mut rig, &descs, descs.len() as u32, |engine, a| {
         assert_eq!(a.fault, LmFault::None, "lane {}", a.lane);
-        let lane = a.lane as usize;
-        got[lane].push(a.token);
-        let j = got[lane].len();
+        let j = &mut answered[a.lane as usize];
+        *j += 1;
         let s = LaneStep {
-            position: prompt as usize + j - 1,
-            from_prompt: j == 1,
+            position: prompt as usize + *j - 1,
+            from_prompt: *j == 1,
             draws: true,
         };
         let new_round = groups
@@ -125,15 +98,10 @@ fn run(w: &Weights, latency: u32, prompt: u32, tokens: &[u32]) -> Run {
             groups.push((0, Vec::new()));
         }
         if let Some(g) = groups.last_mut() {
-            g.0 = rig.engine.cycles();
+            g.0 = engine.cycles();
             g.1.push((a.lane, s));
         }
-        if j == descs[lane].n as usize {
-            busy -= 1;
-        } else {
-            step(&mut rig, lane, false);
-        }
-    }
+    });
     for (d, g) in descs.iter().zip(&got) {
         assert_eq!(*g, expected(w, d), "{shape:?}: {d:?}");
     }

@@ -24,6 +24,9 @@ pub struct Rig {
     /// Where each lane's prompt is written.
     pub prompts: u64,
     pub region: u32,
+    /// The cycles a commit, a step's acceptance or an answer may take
+    /// ([`MAX_CYCLES`] unless a test's rounds are longer).
+    pub wait: u64,
 }
 
 impl Rig {
@@ -45,12 +48,13 @@ impl Rig {
             weights,
             prompts,
             region,
+            wait: MAX_CYCLES,
         }
     }
 
     pub fn commit(&mut self) -> LmCommit {
         self.engine
-            .commit(BASE, self.region, MAX_CYCLES)
+            .commit(BASE, self.region, self.wait)
             .expect("the commit ends")
     }
 
@@ -94,7 +98,7 @@ fn step(rig: &mut Rig, lane: u32, first: bool, l: &mut Lane, descs: &[Desc]) {
         inv_t,
     };
     rig.engine
-        .request(&s, MAX_CYCLES)
+        .request(&s, rig.wait)
         .expect("the engine takes a step");
 }
 
@@ -137,7 +141,7 @@ pub fn serve_watched(
         if busy.iter().all(Option::is_none) {
             return out;
         }
-        let a = rig.engine.answer(MAX_CYCLES).expect("an answer");
+        let a = rig.engine.answer(rig.wait).expect("an answer");
         seen(&rig.engine, &a);
         let LmAnswer { lane, token, fault } = a;
         let l = busy
