@@ -670,7 +670,7 @@ fi
 # ---- the flow's arguments and configurations (lib/flow_lib.tcl, for real) ------
 cat > "$tmp/flow-args.tcl" <<'TCL'
 source [file join [lindex $argv 0] rtl vivado lib flow_lib.tcl]
-set base {--board kv260 --work w --out o --interface-id 0x5EED0001}
+set base {--board kv260 --work w --out o --interface-id 0x5EED0002}
 if {[catch {fabric::parse_args [concat $base [lrange $argv 1 end]]} a]} { puts "refused: $a"; exit }
 foreach e [dict get $a engines] { lassign $e n k v; puts "engine $n ENGINE=[fabric::engine_generic $k $v]" }
 foreach c [fabric::configurations [dict get $a engines]] { puts "config [dict get $c name] [dict get $c slots]" }

@@ -21,7 +21,7 @@ module fabric_regs #(
     parameter integer CPS = 8,
     parameter integer MAX_PROMPT = 1024,
     parameter integer MAX_OUTPUT = 256,
-    parameter [31:0]  INTERFACE_ID = 32'h5EED_0001,
+    parameter [31:0]  INTERFACE_ID = 32'h5EED_0002,
     parameter [31:0]  PREFILL_NS = 32'd20,
     parameter [31:0]  DECODE_NS = 32'd1000,
     parameter integer DAW = 40,

@@ -12,7 +12,7 @@
 # it from DDR through its own HP port. Run by scripts/build-bitstreams:
 #
 #   vivado -mode batch -source rtl/vivado/flow.tcl -tclargs \
-#       --board kv260 --work DIR --out DIR --interface-id 0x5EED0001 \
+#       --board kv260 --work DIR --out DIR --interface-id 0x5EED0002 \
 #       --engine trigram-v2 1 2 --engine transformer-v1 2 1
 #
 # The order is UG909's ("Vivado Design Suite User Guide: Dynamic Function

@@ -233,6 +233,13 @@ impl<R: RegisterLongName> Reg<R, Device> {
     }
 }
 
+/// The INTERFACE_ID of the shell `rtl/` builds (`fabric_regs.v`'s
+/// parameter): the slot boundary a partial image is built against, which a
+/// partial image's `UserID` must name (section 3 of the contract). The
+/// daemon never assumes it: it reads the shell's register and the device
+/// tree. The simulator and `mkengine` take it as their default.
+pub const SHELL_INTERFACE_ID: u32 = 0x5EED_0002;
+
 type DevU32 = Reg<(), Device>;
 type HostU32 = Reg<(), Host>;
 

@@ -16,7 +16,7 @@ fn the_shell_reports_the_contract() {
     assert_eq!(caps & 0xF, 2, "SLOTS");
     assert_eq!((caps >> 4) & 0xFF, LANES, "LANES");
     assert_eq!((caps >> 12) & 0xFF, u32::from(PER_SLOT), "CONTEXTS");
-    assert_eq!(h.reg(REG_INTERFACE_ID.offset()), 0x5EED_0001);
+    assert_eq!(h.reg(REG_INTERFACE_ID.offset()), SHELL_INTERFACE_ID);
     // Nothing loaded: both slots empty, no engine.
     assert_eq!(h.slot_state(0), SlotState::Empty);
     assert_eq!(h.slot_state(1), SlotState::Empty);

@@ -83,8 +83,9 @@ pub struct SimConfig {
     /// The FPGA part the board carries.
     #[arg(long, default_value = "xck26-sfvc784-2LV-c")]
     pub part: String,
-    /// The static shell's interface id (partial images must match it).
-    #[arg(long, default_value = "0x5EED0001", value_parser = parse_u32)]
+    /// The static shell's interface id (partial images must match it; the
+    /// default is `contract::SHELL_INTERFACE_ID`, the shell `rtl/` builds).
+    #[arg(long, default_value = "0x5EED0002", value_parser = parse_u32)]
     pub interface_id: u32,
     /// Size of the u-dma-buf buffer in bytes: the rings and arenas, then a
     /// region for each slot's table.
@@ -286,6 +287,12 @@ impl SimConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_interface_id_is_the_shells() {
+        let c = SimConfig::parse_from(["fabric-sim", "--root", "."]);
+        assert_eq!(c.interface_id, fabric_hw::contract::SHELL_INTERFACE_ID);
+    }
 
     #[test]
     fn the_clock_is_the_boards_unless_given() {

@@ -195,7 +195,11 @@ fn board_with(arch: &str, board: &str, overlay: &Path) -> (Topology, Topology, D
 fn check_board(arch: &str, board: &str, overlay: &Path, part: &str, buffer: DmaProvider) {
     let (topo, after, tree) = board_with(arch, board, overlay);
     assert_eq!(topo.shell.part, part, "{board}");
-    assert_eq!(topo.shell.interface_id, 0x5eed_0001);
+    assert_eq!(
+        topo.shell.interface_id,
+        fabric_hw::contract::SHELL_INTERFACE_ID,
+        "{board}"
+    );
     assert_eq!(topo.slots.len(), 2, "{board}");
     assert_eq!(topo.dma.provider, buffer, "{board}");
     assert_eq!(topo.dma.size, 0x100_0000, "{board}");

@@ -123,7 +123,7 @@ fn for_part(name: &str, part: &str) -> Vec<u8> {
     let spec = ImageSpec {
         design: "other",
         part,
-        interface_id: 0x5EED_0001,
+        interface_id: fabric_hw::contract::SHELL_INTERFACE_ID,
         partial: !config.starts_up,
         date: "2026/12/02",
         time: "00:00:00",

@@ -188,7 +188,7 @@ fn inspect_prints_the_header_and_finds_the_catalog_entry() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(stdout.contains("part      xck26-sfvc784-2LV-c"), "{stdout}");
-    assert!(stdout.contains("user id   0x5eed0001"), "{stdout}");
+    assert!(stdout.contains("user id   0x5eed0002"), "{stdout}");
     assert!(stdout.contains("kind      partial"), "{stdout}");
     assert!(stdout.contains("order     natural"), "{stdout}");
     assert!(

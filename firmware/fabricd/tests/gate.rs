@@ -33,6 +33,22 @@ fn with_idcode(bit: &[u8], idcode: u32) -> Vec<u8> {
     data
 }
 
+/// `bit` with its header's UserID changed to `user_id`: the same engine as
+/// built against another shell's slot boundary.
+fn with_user_id(bit: &[u8], user_id: u32) -> Vec<u8> {
+    let h = bitstream::parse_header(bit).expect("header");
+    let design: Vec<String> = h
+        .design
+        .split(';')
+        .map(|field| match field.split_once('=') {
+            Some(("UserID", _)) => format!("UserID=0X{user_id:08X}"),
+            _ => field.to_owned(),
+        })
+        .collect();
+    let data = &bit[h.data_offset..];
+    bitstream::write_bit(&design.join(";"), &h.part, &h.date, &h.time, data)
+}
+
 fn sha(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes)
@@ -61,6 +77,8 @@ fn catalog() -> tempfile::TempDir {
         ),
         ("full.bin", bitstream::to_bin(&full).expect("bin")),
         ("slot.bin", bitstream::to_bin(&engine).expect("bin")),
+        // The boundary before the 64-bit port and the lane (0x5EED0001).
+        ("old-shell.bit", with_user_id(&engine, 0x5EED_0001)),
     ];
     for (name, bytes) in &images {
         std::fs::write(dir.path().join(name), bytes).expect("write");
@@ -84,6 +102,7 @@ fn catalog() -> tempfile::TempDir {
             "\"partial\"",
         ),
         ("good-bin", "slot.bin", board, "\"partial\""),
+        ("old-shell", "old-shell.bit", board, "\"partial\""),
     ];
     let tok = read("kjv.tok");
     let table = read("kjv.ftb");
@@ -200,6 +219,22 @@ async fn a_manifest_part_that_is_not_the_boards_is_refused() {
     let models = control(&d, json!({"cmd": "models"})).await;
     assert_eq!(model(&models, "zed-part")["usable"], false, "{models}");
     refused(&d, "zed-part", "wrong_part", "xc7z020clg484-1").await;
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_built_for_another_slot_boundary_is_refused() {
+    let cat = catalog();
+    let d = start(cat.path()).await;
+    let models = control(&d, json!({"cmd": "models"})).await;
+    let m = model(&models, "old-shell");
+    assert_eq!(m["usable"], false, "{m}");
+    let problem = m["problem"].as_str().expect("problem");
+    assert!(
+        problem.contains("UserID 0X5EED0001") && problem.contains("0x5eed0002"),
+        "{problem}"
+    );
+    refused(&d, "old-shell", "wrong_shell", "UserID 0X5EED0001").await;
     d.stop().await;
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use fabric_hw::contract::EngineId;
+use fabric_hw::contract::{self, EngineId};
 use fabric_model::image::{self, ImageSpec};
 
 #[derive(Parser, Debug)]
@@ -25,9 +25,10 @@ struct Args {
     /// The FPGA part written into the header.
     #[arg(long, default_value = "xck26-sfvc784-2LV-c")]
     part: String,
-    /// The shell interface id written as UserID.
-    #[arg(long, default_value = "0x5EED0001", value_parser = parse_hex)]
-    interface_id: u32,
+    /// The shell interface id written as UserID (default: the shell `rtl/`
+    /// builds, 0x5EED0002).
+    #[arg(long, value_parser = parse_hex)]
+    interface_id: Option<u32>,
     /// Header date (fixed, so builds are reproducible).
     #[arg(long, default_value = "2026/12/04")]
     date: String,
@@ -59,7 +60,7 @@ fn main() -> ExitCode {
             &ImageSpec {
                 design: &design,
                 part: &args.part,
-                interface_id: args.interface_id,
+                interface_id: args.interface_id.unwrap_or(contract::SHELL_INTERFACE_ID),
                 partial,
                 date: &args.date,
                 time: "00:00:00",

@@ -632,6 +632,12 @@ mod tests {
     #[test]
     fn the_shipped_catalog_checks_out() {
         let cat = Catalog::load(&repo_bitstreams(), None).expect("catalog");
+        // Every image passed the gate against the manifest's shell, so
+        // this ties them to the boundary rtl/ builds too.
+        assert_eq!(
+            cat.shell.interface_id,
+            fabric_hw::contract::SHELL_INTERFACE_ID
+        );
         let engines: Vec<EngineId> = cat.engines.iter().map(|e| e.id).collect();
         assert_eq!(engines, [EngineId::TRIGRAM_V2, EngineId::TRANSFORMER_V1]);
         for e in &cat.engines {
