@@ -11,6 +11,7 @@ use common::{bare_host, host, sim, until_done, PROMPT};
 use fabric_hw::contract::*;
 use fabric_hw::shell::{Completion, Params, Submission};
 use fabric_model::lm::{cycles, Shape, Weights};
+use fabric_model::ngram::cycles::{FIRST, STEP_GREEDY, STEP_SAMPLED};
 
 /// The engines' own times, at `mhz` (or the part's clock).
 fn engine_times(c: &mut fabric_sim::SimConfig, mhz: Option<u32>) {
@@ -23,9 +24,10 @@ fn engine_times(c: &mut fabric_sim::SimConfig, mhz: Option<u32>) {
 #[tokio::test]
 async fn the_trigram_engine_reports_its_cycles_at_the_boards_clock() {
     // Four lanes share the engine a step at a time: a lane's token is four
-    // steps of at most 189 cycles (sampled); a prompt token costs nothing
+    // steps of at most STEP_SAMPLED cycles; a prompt token costs nothing
     // (the engine reads only the prompt's last two).
-    for (mhz, want_ns) in [(None, 4 * 189 * 5), (Some(100), 4 * 189 * 10)] {
+    let step = u32::try_from(STEP_SAMPLED).expect("a step's cycles");
+    for (mhz, want_ns) in [(None, 4 * step * 5), (Some(100), 4 * step * 10)] {
         let dir = tempfile::tempdir().expect("tempdir");
         let sim = sim(dir.path(), |c| engine_times(c, mhz));
         let h = host(&sim).await;
@@ -78,7 +80,7 @@ async fn a_lone_trigram_request_takes_its_steps() {
         all.completions.last(),
         Some(Completion::Done { intact: true, .. })
     ));
-    let cycles = 117 + 166 * u64::from(TOKENS);
+    let cycles = FIRST + STEP_GREEDY * u64::from(TOKENS);
     let least = Duration::from_nanos(cycles * 5).mul_f64(SCALE);
     // The device cannot finish before its cycles; and far sooner than the
     // fixed 1.9 ms a token (243 s at this scale) it would take without them.

@@ -6,9 +6,10 @@
 //!   time for every lane of its slot, so a lane waits for the others'
 //!   steps: a token of each of the `b` lanes decoding costs `b` steps. A
 //!   step's cycles are the co-simulated RTL's at 64 cycles of DDR latency
-//!   (`results/rtl-speed-2026-12-04.md`: 166 greedy, 188.5 to 184.6
-//!   sampled, on kjv and fortunes alike), and a request's first step some
-//!   hundred more (its descriptor's checks, the prompt's last two tokens).
+//!   ([`fabric_model::ngram::cycles`], held to the RTL by fabric-rtl's
+//!   `trigram_cycles` test), and a request's first step some three
+//!   hundred more (its descriptor's checks, the prompt's last two tokens,
+//!   its DONE entry).
 //! - The transformer (`rtl/engine/lm`) batches: a round feeds every lane
 //!   decoding one token, so a lane's token costs a round of all of them,
 //!   [`fabric_model::lm::cycles::round_cycles`] (counted for the engine's
@@ -27,17 +28,13 @@ use std::time::Duration;
 use fabric_hw::contract::{EngineId, REG_DECODE_NS, REG_PREFILL_NS};
 use fabric_hw::sampling::Sampling;
 use fabric_model::lm::{cycles, Shape};
+use fabric_model::ngram::cycles as trigram;
 
 use super::{Ctx, Fabric};
 
-/// A trigram step's cycles, greedy and sampled (the larger of the two
-/// models' figures).
-const TRIGRAM_GREEDY: u64 = 166;
-const TRIGRAM_SAMPLED: u64 = 189;
-/// What a request's first step costs beyond a step.
-const TRIGRAM_FIRST: u64 = 117;
-/// Cycles of DDR read latency the figures are taken at.
-const DDR_LATENCY: u32 = 64;
+/// Cycles of DDR read latency both engines' figures are taken at: the
+/// trigram engine's were measured at it.
+const DDR_LATENCY: u32 = trigram::DDR_LATENCY;
 
 /// The largest model the transformer engine takes (`rtl/engine/lm/
 /// fabric_lm.v`'s MAX_ parameters): the time a slot with no model yet
@@ -92,7 +89,7 @@ impl Fabric {
                     .sum();
                 self.cycles(rounds)
             }
-            None => self.cycles(TRIGRAM_FIRST + trigram_step(c.sampling) * lanes.max(1) as u64),
+            None => self.cycles(trigram::FIRST + trigram_step(c.sampling) * lanes.max(1) as u64),
         }
     }
 
@@ -127,7 +124,7 @@ impl Fabric {
                 }
                 None if self.slots[s].loaded.is_some() => (
                     Duration::ZERO,
-                    self.cycles(TRIGRAM_SAMPLED * lanes.max(1) as u64),
+                    self.cycles(trigram::STEP_SAMPLED * lanes.max(1) as u64),
                 ),
                 None => continue,
             };
@@ -149,7 +146,7 @@ impl Fabric {
 
 fn trigram_step(sampling: Sampling) -> u64 {
     match sampling {
-        Sampling::Greedy => TRIGRAM_GREEDY,
-        Sampling::Scaled { .. } => TRIGRAM_SAMPLED,
+        Sampling::Greedy => trigram::STEP_GREEDY,
+        Sampling::Scaled { .. } => trigram::STEP_SAMPLED,
     }
 }

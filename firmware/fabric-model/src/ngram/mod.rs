@@ -12,6 +12,8 @@
 //! integer arithmetic ([`fabric_hw::sampling`]): the same prompt, seed and
 //! temperature give the same tokens here and in the RTL engine.
 
+pub mod cycles;
+
 use std::collections::HashMap;
 
 use fabric_hw::sampling::{self, log2_q11, Sampling, SplitMix64};
