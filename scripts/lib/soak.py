@@ -189,7 +189,7 @@ def main():
     c.add_argument("socket")
     rep = sub.add_parser("report")
     rep.add_argument("work")
-    for k in ("date", "machine", "commit", "command", "haproxy", "time_scale", "svg"):
+    for k in ("date", "machine", "commit", "command", "haproxy", "time_scale", "fabric_time", "svg"):
         rep.add_argument("--" + k.replace("_", "-"), default=None if k == "svg" else "?")
     for k in ("duration", "kill_every", "rotate_every", "lurkers", "typists", "streams", "others", "switchers",
               "stats_max_bytes", "sample_every"):

@@ -128,7 +128,7 @@ def cmd_report(a):
     p(f"Commit: {a.commit}.")
     p(f"Command: `{a.command}`. HAProxy {a.haproxy}, from `fleet/haproxy.cfg` (`scripts/fleet`).")
     p(
-        f"Two boards: `fabricd serve --sim`, time scale {a.time_scale}, `scripts/bands/fleet-board.toml`, "
+        f"Two boards: `fabricd serve --sim`, time scale {a.time_scale} ({a.fabric_time}), `scripts/bands/fleet-board.toml`, "
         f"the [typing] of `scripts/bands/typing-mixed.toml` (the completion cache off), `header_read_timeout_ms` an hour (as bench-abuse's, for the lurkers), `stats_checkpoint` 10 s, "
         f"`stats_max_bytes` {a.stats_max_bytes:,}."
     )
