@@ -448,11 +448,15 @@ def cmd_report(a):
         f"window closed ({in_flight_margin:,} over the run: the typists' requests less their answers, and one "
         f"a client for the other classes), and answers HAProxy replayed "
         f"on the other board (a board's 503 before any work, retried). The cards' totals fall short of the daemons' by "
-        f"what a kill or the power cut lost since the last checkpoint."
+        f"what the log's bound rotated out (`stats_max_bytes` and one rotated file: a card keeps its newest records) "
+        f"and what a kill or the power cut lost since the last checkpoint."
     )
     p()
     lost = sum(mem_tot.values()) - sum(disk_tot.values())
-    check("stats on the cards against the daemons' own", f"{lost:,} requests not on the cards", "only what a kill or the power cut lost (reported)", True)
+    # Not a target: what the bounded log rotated out is not told apart from
+    # what a kill lost, so this is reported, never judged.
+    check("stats on the cards against the daemons' own", f"{lost:,} requests not on the cards",
+          "what the log's bound rotated out and a kill or the power cut lost", None)
     check("stats `ok` against the clients' `ok`", f"{ok_stats:,} against {ok_cli:,} ({diff:+,})",
           f"equal within the requests in flight at the phases' ends ({in_flight_margin:,}) and overlapped ({mem_ov:,})",
           abs(diff) <= in_flight_margin + mem_ov)
@@ -498,4 +502,5 @@ def cmd_report(a):
     p("| target | figure | goal | |")
     p("|---|---|---|---|")
     for what, fig, goal, ok in checks:
-        p(f"| {what} | {fig} | {goal} | {'met' if ok else '**missed**'} |")
+        verdict = "reported" if ok is None else "met" if ok else "**missed**"
+        p(f"| {what} | {fig} | {goal} | {verdict} |")

@@ -361,19 +361,10 @@ fn sequencer(shared: &Shared) {
             poll = Duration::from_micros(10);
             last_busy = now;
         }
-        // Work due later is not woken for sooner than a poll interval
-        // (or a burst's): an engine's token is due every microsecond or so
-        // at the engines' own times, and waking for each took a core of
-        // the machine. A late tick loses nothing: `advance` makes each
-        // token at its own due instant and chains the next from it, so
-        // what the host sees (tokens, `fabric_us`, the lanes' order) is
-        // as timed; only when it sees it moves, by at most a poll, as a
-        // doorbell's already does. Work due now (a table's read-in, the
-        // RTL's clock) runs at once.
-        let wait = match next {
-            Some(n) if n <= now => Duration::ZERO,
-            Some(_) | None => poll,
-        };
+        let wait = next
+            .map(|n| n.saturating_duration_since(Instant::now()))
+            .unwrap_or(poll)
+            .min(poll);
         if !wait.is_zero() {
             thread::park_timeout(wait);
         }
