@@ -22,16 +22,8 @@ machine() {
     echo "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(free -g | awk '/Mem:/ {print $2}') GiB, Linux $(uname -r)"
 }
 
-# result_name DIR BASE: BASE, or BASE-run2, -run3, ... if a result by that
-# name is in DIR already: a result is kept as measured, never written over.
-result_name() {
-    local dir=$1 base=$2 name=$2 n=1
-    while compgen -G "$dir/$name.*" > /dev/null || compgen -G "$dir/$name-*.json" > /dev/null; do
-        n=$((n + 1))
-        name="$base-run$n"
-    done
-    echo "$name"
-}
+# shellcheck source=scripts/lib/result-name.sh
+source "$(dirname "${BASH_SOURCE[0]}")/result-name.sh"
 
 commit() {
     # Earlier results being replaced do not count as changes.

@@ -90,17 +90,6 @@ impl Opts {
     }
 }
 
-/// Whether the completion entry at CQ_HEAD is whole in memory: read from
-/// the DDR model, not through a register, so looking costs no cycle.
-fn entry_ready(h: &Rig) -> bool {
-    let at = CQ + u64::from(h.cq_head % CQ_ENTRIES) * CQE_LEN as u64;
-    let off = (at - BASE) as usize;
-    let b = h.w.lock();
-    let mut raw = [0u8; CQE_LEN];
-    raw.copy_from_slice(&b.memory.bytes[off..off + CQE_LEN]);
-    Cqe::decode(&raw, h.cq_head).is_ok()
-}
-
 /// The entry is whole in memory a few cycles before CQ_TAIL says so (the
 /// shell moves it on the write's response): let the register catch up
 /// before the host reads it.
@@ -138,23 +127,9 @@ fn model_of(ctx: u16) -> &'static Catalogued {
 /// Fabric cycles from the doorbell of one request on an idle fabric to its
 /// DONE entry whole in memory.
 fn alone(h: &mut Rig, req: &Req) -> Result<(u64, Cqe)> {
-    let prompt: Vec<u8> = req.prompt.iter().flat_map(|t| t.to_le_bytes()).collect();
-    h.mem_write(PROMPTS + u64::from(req.ctx) * MAX_PROMPT * 4, &prompt);
-    let sqe = h.sqe(req).encode();
-    h.put(&sqe);
-    let start = cycles(h);
-    h.ring();
-    let mut spent = 0u64;
-    while !entry_ready(h) {
-        h.run(1);
-        spent += 1;
-        if spent > 10_000_000 {
-            bail!("no completion for {req:?} in 10M cycles");
-        }
-    }
-    let took = cycles(h) - start;
-    settle(h);
-    let all = h.drain();
+    let Some((took, all)) = h.alone(req, 10_000_000) else {
+        bail!("no completion for {req:?} in 10M cycles");
+    };
     let done = *all
         .iter()
         .find(|c| c.tag == req.tag && c.kind == CqeKind::Done)
@@ -239,7 +214,7 @@ fn loaded(h: &mut Rig, o: &Opts) -> Result<()> {
         h.run(o.chunk);
         in_run += t.elapsed();
         run_cycles += o.chunk;
-        if !entry_ready(h) {
+        if !h.entry_ready() {
             if run_cycles > 1_000_000_000 {
                 bail!("the fabric stopped answering");
             }

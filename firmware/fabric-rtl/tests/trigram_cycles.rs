@@ -20,36 +20,13 @@ const LONG: u32 = 65;
 /// Pairs a model and a temperature are measured over.
 const PAIRS: u64 = 6;
 
-/// Whether the entry at the completion ring's head is whole in memory.
-fn entry_ready(h: &Rig) -> bool {
-    let at = CQ + u64::from(h.cq_head % CQ_ENTRIES) * CQE_LEN as u64;
-    let off = (at - BASE) as usize;
-    let b = h.w.lock();
-    let mut raw = [0u8; CQE_LEN];
-    raw.copy_from_slice(&b.memory.bytes[off..off + CQE_LEN]);
-    Cqe::decode(&raw, h.cq_head).is_ok()
-}
-
 /// Fabric cycles from the doorbell of `req` on an idle fabric to its DONE
 /// entry whole in memory.
 fn alone(h: &mut Rig, req: &Req) -> u64 {
-    let prompt: Vec<u8> = req.prompt.iter().flat_map(|t| t.to_le_bytes()).collect();
-    h.mem_write(PROMPTS + u64::from(req.ctx) * MAX_PROMPT * 4, &prompt);
-    let sqe = h.sqe(req).encode();
-    h.put(&sqe);
-    let start = h.w.lock().fabric.cycles();
-    h.ring();
-    let mut spent = 0u64;
-    while !entry_ready(h) {
-        h.run(1);
-        spent += 1;
-        assert!(spent < 2_000_000, "no completion for {req:?}");
-    }
-    let took = h.w.lock().fabric.cycles() - start;
-    // The shell moves CQ_TAIL on the write's response, a few cycles after
-    // the entry is whole.
-    h.run(8);
-    let done = done_of(&h.drain(), req.tag);
+    let (took, all) = h
+        .alone(req, 2_000_000)
+        .unwrap_or_else(|| panic!("no completion for {req:?}"));
+    let done = done_of(&all, req.tag);
     assert_eq!(done.status, CqeStatus::Ok, "{req:?}");
     assert_eq!(done.n_tokens, req.max_tokens, "{req:?}");
     took

@@ -426,6 +426,42 @@ impl Rig {
     pub fn slot_state(&self, slot: usize) -> SlotState {
         SlotState::decode(SlotRegs::of(slot).state.read(&self.w))
     }
+
+    /// Whether the entry at the completion ring's head is whole in memory
+    /// (its CRC checks: the entry's last word is written last).
+    pub fn entry_ready(&self) -> bool {
+        let at = CQ + u64::from(self.cq_head % CQ_ENTRIES) * CQE_LEN as u64;
+        let off = (at - BASE) as usize;
+        let b = self.w.lock();
+        let mut raw = [0u8; CQE_LEN];
+        raw.copy_from_slice(&b.memory.bytes[off..off + CQE_LEN]);
+        Cqe::decode(&raw, self.cq_head).is_ok()
+    }
+
+    /// Submits `req` alone on an idle fabric and steps the clock a cycle
+    /// at a time from the doorbell until its entry is whole in memory, so
+    /// no idle cycle is counted: the fabric cycles it took, or `None` past
+    /// `limit`. Then lets CQ_TAIL catch up (the shell moves it on the
+    /// write's response, a few cycles later) and drains the ring.
+    pub fn alone(&mut self, req: &Req, limit: u64) -> Option<(u64, Vec<Cqe>)> {
+        let prompt: Vec<u8> = req.prompt.iter().flat_map(|t| t.to_le_bytes()).collect();
+        self.mem_write(PROMPTS + u64::from(req.ctx) * MAX_PROMPT * 4, &prompt);
+        let sqe = self.sqe(req).encode();
+        self.put(&sqe);
+        let start = self.w.lock().fabric.cycles();
+        self.ring();
+        let mut spent = 0u64;
+        while !self.entry_ready() {
+            if spent > limit {
+                return None;
+            }
+            self.run(1);
+            spent += 1;
+        }
+        let took = self.w.lock().fabric.cycles() - start;
+        self.run(8);
+        Some((took, self.drain()))
+    }
 }
 
 /// The DONE entry of `tag`.
