@@ -86,6 +86,7 @@ fn run(w: &Weights, latency: u32, prompt: u32, tokens: &[u32]) -> Run {
         let j = &mut answered[a.lane as usize];
         *j += 1;
         let s = LaneStep {
+            lane: a.lane as usize,
             position: prompt as usize + *j - 1,
             from_prompt: *j == 1,
             draws: true,
@@ -126,12 +127,14 @@ fn prefill(prompt: usize, lanes: usize) -> Vec<Vec<LaneStep>> {
     (0..=prompt)
         .map(|r| {
             let mut round = vec![LaneStep {
+                lane: 0,
                 position: r,
                 from_prompt: r >= 1,
                 draws: r == prompt,
             }];
             if r >= 1 {
-                round.extend((1..lanes).map(|_| LaneStep {
+                round.extend((1..lanes).map(|lane| LaneStep {
+                    lane,
                     position: r - 1,
                     from_prompt: r >= 2,
                     draws: false,
@@ -252,6 +255,7 @@ fn a_medium_model_early_and_late_in_the_context() {
 fn other_latencies() {
     batches_4_to_1("medium", medium(), 24, 3, 7);
     batches_4_to_1("medium", medium(), 128, 3, 7);
+    batches_4_to_1("medium", medium(), 128, 96, 7);
     batches_4_to_1("tiny, heads of 16", tiny(1), 128, 2, 7);
 }
 

@@ -183,16 +183,22 @@ module fabric_lm #(
     );
     assign reading = !s_idle || !w_idle || t_cmd_valid || w_valid;
 
-    // ---- the sequencer's words: a beat's words one at a time ---------------
+    // ---- the sequencer's words: a beat's words one or two at a time -------
+    // The attention's keys and values are taken two words a cycle (a 64-bit
+    // beat: `uw_pair`) where a head's words are even, so that reading back
+    // a context runs at the port's rate; everything else a word a cycle.
     reg  [DW-1:0] ub;
     reg  [7:0]    ub_n;                  // words of ub not yet taken
     reg  [23:0]   uw_need;               // words of the command not yet in ub
     wire          uw_valid = ub_n != 8'd0;
     wire [31:0]   uw_data = ub[31:0];
+    wire [31:0]   uw_data2 = ub[63:32];
+    wire          uw_pair;
+    wire [7:0]    uw_step = uw_pair ? 8'd2 : 8'd1;
     wire          uw_take;
     wire          uw_word = uw_valid && uw_take;
     assign t_s_ready = !mv_own && uw_need != 24'd0 &&
-                       (ub_n == 8'd0 || (ub_n == 8'd1 && uw_take));
+                       (ub_n == 8'd0 || (ub_n == uw_step && uw_take));
     wire [23:0]   uw_load = (uw_need < WPB[23:0]) ? uw_need : WPB[23:0];
 
     // ---- the vector pipeline's pass (declared here: the memories' read
@@ -531,6 +537,9 @@ module fabric_lm #(
     wire [DAW-1:0] rd_off = {DAW{1'b0}};
 `endif
     wire [7:0]  hw = hd >> 2;            // words a position's head
+    // A beat never holds two positions' words where hw is even: each
+    // position's words start a beat of the stream (it starts at position 0).
+    assign uw_pair = (state == S_KEYS || state == S_VALS) && !hw[0];
     wire [15:0] pos1 = pos + 16'd1;
     wire [23:0] head_words = {8'd0, pos1} << (hsh - 3'd2);
     wire [VSA-1:0] hh_hd = {{(VSA - 8){1'b0}}, hh} << hsh;   // the head's first element
@@ -543,7 +552,9 @@ module fabric_lm #(
                 dot4 = dot4 + $signed(w[8*b +: 8]) * qh[at + b[HA-1:0]];
         end
     endfunction
-    wire signed [31:0] k_dot = dot4(uw_data, {wj[HA-3:0], 2'b00});
+    // In pairs (wj even) the second word holds the next four elements.
+    wire signed [31:0] k_dot = dot4(uw_data, {wj[HA-3:0], 2'b00}) +
+                               (uw_pair ? dot4(uw_data2, {wj[HA-3:1], 3'b100}) : 32'sd0);
     wire signed [48:0] zdiff = $signed({ztop[47], ztop}) - $signed({zbuf[pp[CA-1:0]][47], zbuf[pp[CA-1:0]]});
     wire [40:0]        z_whole = zdiff[48:8];
     wire [16:0]        z_w = (z_whole >= 41'd17) ? 17'd0 : exp2_q16(zdiff[7:0]) >> z_whole[4:0];
@@ -740,8 +751,8 @@ module fabric_lm #(
         end else begin
             // The sequencer's words: a beat in, a word out.
             if (uw_word) begin
-                ub <= ub >> 32;
-                ub_n <= ub_n - 8'd1;
+                ub <= uw_pair ? ub >> 64 : ub >> 32;
+                ub_n <= ub_n - uw_step;
             end
             if (s_valid && t_s_ready) begin
                 ub <= s_data;
@@ -1336,7 +1347,7 @@ module fabric_lm #(
                 end
                 S_KEYS: begin
                     if (uw_word) begin
-                        if (wj == hw - 8'd1) begin
+                        if (wj == hw - uw_step) begin
                             sc1_v <= 1'b1;
                             sc1_pp <= pp;
                             sc1_acc <= acck + k_dot;
@@ -1345,7 +1356,7 @@ module fabric_lm #(
                             pp <= pp + 16'd1;
                         end else begin
                             acck <= acck + k_dot;
-                            wj <= wj + 8'd1;
+                            wj <= wj + uw_step;
                         end
                     end
                     if (pp == pos1 && !sc1_v && !sc2_v && !sc3_v && !sc4_v) begin
@@ -1385,11 +1396,15 @@ module fabric_lm #(
                         for (k = 0; k < 4; k = k + 1)
                             accv[{wj[HA-3:0], k[1:0]}] <= accv[{wj[HA-3:0], k[1:0]}] +
                                 $signed({{23{1'b0}}, v_wv}) * $signed({{64{uw_data[8*k+7]}}, uw_data[8*k +: 8]});
-                        if (wj == hw - 8'd1) begin
+                        if (uw_pair)
+                            for (k = 0; k < 4; k = k + 1)
+                                accv[{wj[HA-3:1], 1'b1, k[1:0]}] <= accv[{wj[HA-3:1], 1'b1, k[1:0]}] +
+                                    $signed({{23{1'b0}}, v_wv}) * $signed({{64{uw_data2[8*k+7]}}, uw_data2[8*k +: 8]});
+                        if (wj == hw - uw_step) begin
                             wj <= 8'd0;
                             pp <= pp + 16'd1;
                         end else begin
-                            wj <= wj + 8'd1;
+                            wj <= wj + uw_step;
                         end
                     end
                     if (pp == pos1) begin

@@ -79,6 +79,8 @@ const ROW_FLOOR: u64 = LANES as u64 + 3;
 /// What a lane does in a round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaneStep {
+    /// Which lane (0 to [`LANES`] − 1): where its keys and values lie.
+    pub lane: usize,
     /// The position it feeds (0 for a new sequence's end-of-text).
     pub position: usize,
     /// Its token is read from the prompt in DDR (`S_TOKW`): a prompt's
@@ -89,9 +91,11 @@ pub struct LaneStep {
 }
 
 impl LaneStep {
-    /// A decoding lane: fed its last token at `position`, drawing the next.
-    pub fn decode(position: usize) -> LaneStep {
+    /// Lane `lane` decoding: fed its last token at `position`, drawing the
+    /// next.
+    pub fn decode(lane: usize, position: usize) -> LaneStep {
         LaneStep {
+            lane,
             position,
             from_prompt: false,
             draws: true,
@@ -99,12 +103,16 @@ impl LaneStep {
     }
 }
 
-/// Cycles of a decode round in which each of `positions` is a lane fed
-/// its last token at that position and drawing the next (greedy); the
-/// batch is `positions.len()`, at most [`LANES`]. `latency` is the port's,
+/// Cycles of a decode round in which each of `positions` is a lane (lane
+/// `i` the `i`th) fed its last token at that position and drawing the next
+/// (greedy); the batch is `positions.len()`, at most [`LANES`]. `latency` is the port's,
 /// from a burst's address to its first beat (64 in the results' figures).
 pub fn round_cycles(shape: &Shape, positions: &[usize], latency: u32) -> u64 {
-    let lanes: Vec<LaneStep> = positions.iter().map(|&p| LaneStep::decode(p)).collect();
+    let lanes: Vec<LaneStep> = positions
+        .iter()
+        .enumerate()
+        .map(|(lane, &p)| LaneStep::decode(lane, p))
+        .collect();
     step_cycles(shape, &lanes, latency)
 }
 
@@ -189,6 +197,10 @@ struct Geometry {
     inc_a: u64,
     /// The weights' words: the keys and values start after them.
     words: u64,
+    /// A head's keys, values and their maxima, a layer's heads, a lane's
+    /// layers: `block_words` each, `lane_blocks` to a lane.
+    block_words: u64,
+    lane_blocks: u64,
 }
 
 impl Geometry {
@@ -226,6 +238,8 @@ impl Geometry {
             mat_fd,
             inc_a,
             words: l0 + layers * layer_w + d,
+            block_words: 2 * c * (hd / 4 + 1),
+            lane_blocks: layers * heads,
         }
     }
 }
@@ -241,6 +255,19 @@ impl Geometry {
 /// stream's gearbox). Later beats come faster than they are taken.
 fn read(latency: u64, taken: u64, aligned: bool) -> u64 {
     latency + 5 + taken + u64::from(!aligned)
+}
+
+/// `S_KEYS` and `S_VALS`' reads of `words` from word `at`: two words a
+/// cycle where a head's words are even (a beat of the 64-bit port, as fast
+/// as the port hands them over: past about 110 cycles of latency the port
+/// is the bound, and the 4 KiB pages a read crosses count), else a word a
+/// cycle.
+fn kv_read(latency: u64, at: u64, words: u64, aligned: bool, head_words: u64) -> u64 {
+    if head_words.is_multiple_of(2) {
+        latency + 5 + port_cycles(latency, at, words) + u64::from(!aligned)
+    } else {
+        read(latency, words, aligned)
+    }
 }
 
 /// `S_PASS` over `n` elements: one issued a cycle, the pipeline's four
@@ -290,27 +317,33 @@ fn lane_cycles(g: &Geometry, l: &LaneStep) -> u64 {
     // attention's output quantized. P_G: OP_GELU, S_GELU, quantized.
     let rotate = 2 * (pass(d) + 1);
     let layer = (1 + norm(d))
-        + (1 + rotate + g.heads * head_cycles(g, l.position as u64))
+        + (1 + rotate)
         + (1 + quant(d))
         + (1 + norm(d))
         + (1 + pass(f) + 1 + quant(f));
+    let heads: u64 = (0..g.layers * g.heads)
+        .map(|block| head_cycles(g, g.lane_blocks * l.lane as u64 + block, l.position as u64))
+        .sum();
     // P_FN's norm; P_PICK's S_LOOP, S_PICK (greedy) and S_RSP.
     let draw = if l.draws { 1 + norm(d) + 3 } else { 0 };
-    embed + g.layers * layer + draw
+    embed + g.layers * layer + heads + draw
 }
 
 /// The attention of one head for a lane at `pos` (`S_HEAD` to `S_OUT`),
-/// the same in every layer and head: the position's key and value
-/// quantized and written, the writes awaited, the query quantized, then
-/// every position's keys' maxima, keys, weights, values' maxima, values.
-fn head_cycles(g: &Geometry, pos: u64) -> u64 {
+/// the same in every layer and head but for where its keys and values lie
+/// (`block`: the lane's, layer's and head's, counted from the first): the
+/// position's key and value quantized and written, the writes awaited,
+/// the query quantized, then every position's keys' maxima, keys,
+/// weights, values' maxima, values.
+fn head_cycles(g: &Geometry, block: u64, pos: u64) -> u64 {
     let (lat, hd, c) = (g.latency, g.hd, g.c as u64);
     let n = pos + 1;
     let hw = hd / 4; // words of a position's head
-                     // Every lane's, layer's and head's block is a multiple of 8 bytes
-                     // from the keys' base, the weights' words past the region's base: the
-                     // keys and their maxima start a beat as the weights' length is even,
-                     // the values `context·hd/4` words on, their maxima `context` words on.
+    let keys_at = g.words + block * g.block_words;
+    // Every lane's, layer's and head's block is a multiple of 8 bytes
+    // from the keys' base, the weights' words past the region's base: the
+    // keys and their maxima start a beat as the weights' length is even,
+    // the values `context·hd/4` words on, their maxima `context` words on.
     let even = |w: u64| w.is_multiple_of(2);
     let keys = even(g.words);
     let values = even(g.words + c * hd / 4);
@@ -328,14 +361,14 @@ fn head_cycles(g: &Geometry, pos: u64) -> u64 {
     // through two stages).
     let read_back = 1
         + read(lat, n, keys)
-        + read(lat, n * hw, keys)
+        + kv_read(lat, keys_at, n * hw, keys, hw)
         + 5
         + n
         + 1
         + DIVIDE
         + 1
         + read(lat, n, value_maxima)
-        + read(lat, n * hw, values)
+        + kv_read(lat, keys_at + c * hw, n * hw, values, hw)
         + 1
         + hd
         + 2;
