@@ -18,7 +18,8 @@
 //! lane    = 2L + dim + 13 + [prompt] (L + 6)
 //!             + layers·(14·dim + 3·hidden + 693 + heads·head)
 //!             + [draws] (5·dim + 260)
-//! head    = 5L + 7·hd + 339 + writes(key) + writes(value) + n·(3 + hd/2)
+//! head    = 5L + 7·hd + 339 + writes(key) + writes(value) + n·(3 + hd/4)
+//!           (hd ≥ 16; port-bound once L + 18 > 128; hd = 4: n·(3 + hd/2))
 //! ```
 //!
 //! - The products (`product_cycles`) read each matrix once for every lane
@@ -32,8 +33,9 @@
 //!   and the attention a head at a time (`head_cycles`): the position's
 //!   key and value written (an AXI write a word, at most 8 unanswered:
 //!   `kv_writes`) and awaited, then every position's keys and values
-//!   read back, 4 reads of latency `L`. Only the attention grows with the
-//!   position, by `3 + hd/2` cycles a position, a head and a layer.
+//!   read back, 4 reads of latency `L`, the keys and values a beat (two
+//!   words, eight elements) a cycle. Only the attention grows with the
+//!   position, by `3 + hd/4` cycles a position, a head and a layer.
 //! - Drawing lanes add the final norm and the pick; the logits' product
 //!   over the embedding (`E`) runs once if any lane draws.
 //!
@@ -43,9 +45,10 @@
 //! token: a cycle each, taken as aligned, so it never counts more than the
 //! RTL). It assumes the port of `rtl/sim/lm.cpp`: a read burst answered
 //! `latency` cycles after its address, a beat a cycle, a write `latency`
-//! cycles after its data, no stalls (up to a latency of about 238, where
-//! the sequencer's reads of a beat every other cycle would outrun eight
-//! bursts in flight); the region beat-aligned and 4 KiB aligned; greedy
+//! cycles after its data, no stalls (the reads taken a word a cycle
+//! assume so up to a latency of about 238, where a beat every other cycle
+//! would outrun eight bursts in flight); the region beat-aligned and 4 KiB
+//! aligned; greedy
 //! picks (a sampled pick adds one or two passes over the logits); a shape
 //! the weights' checks accept.
 
@@ -508,8 +511,8 @@ mod tests {
     #[test]
     fn kjv_lm_is_the_measured_figures() {
         for (latency, alone, eight, commit) in [
-            (64, 613_059.0, 1_049_998.0, 1_090_314),
-            (128, 700_683.0, 1_202_408.0, 1_090_442),
+            (64, 608_707.0, 1_015_353.0, 1_090_314),
+            (128, 696_677.0, 1_170_527.0, 1_090_442),
         ] {
             let (one, all) = (bench(latency, 1), bench(latency, LANES));
             assert!(
@@ -525,11 +528,12 @@ mod tests {
     }
 
     /// A round grows with its lanes' positions through the attention
-    /// alone: `layers · heads · (3 + hd/2)` cycles a position (kjv-lm: 140).
+    /// alone: `layers · heads · (3 + hd/4)` cycles a position (kjv-lm: 304),
+    /// the keys and values a beat a cycle.
     #[test]
     fn a_position_costs_the_attentions_reads() {
         let step = round_cycles(&KJV, &[101], 64) - round_cycles(&KJV, &[100], 64);
-        assert_eq!(step, 4 * 4 * (3 + 64 / 2));
+        assert_eq!(step, 4 * 4 * (3 + 64 / 4));
         let lane = round_cycles(&KJV, &[100, 100], 64) - round_cycles(&KJV, &[100], 64);
         assert_eq!(
             round_cycles(&KJV, &[100, 100, 100], 64),
