@@ -108,6 +108,9 @@ fn batch(w: &Weights, o: &Opts, lanes: u32) -> Result<()> {
             seed: 1,
         },
     );
+    // The first answer comes after a round a prompt token, and a round of
+    // kjv-lm at a batch of 8 is a million cycles or more.
+    rig.wait = rig.wait.max(4_000_000 * (u64::from(o.prompt) + 2));
     let before = rig.engine.cycles();
     if !matches!(rig.commit(), LmCommit::Taken { .. }) {
         bail!("the engine did not take the weights");
