@@ -36,6 +36,11 @@ done
 for s in scripts/build-image scripts/flash-sd scripts/deploy scripts/rotate scripts/logs scripts/cross-test; do
     expect 2 "" "$s" --no-such-option
 done
+# The fabric's time is one of two, named (scripts/lib/fabric-time.sh), before
+# anything is built or started.
+for s in scripts/bench-ladder scripts/bench-typists scripts/soak; do
+    expect 2 "engine or fixed, not bogus" "$s" --fabric-time bogus
+done
 
 # Port 1 on loopback: nothing listens, the connection is refused at once.
 unreachable=(--ssh-opts "-o Port=1" 127.0.0.1)
