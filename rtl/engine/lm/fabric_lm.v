@@ -537,8 +537,10 @@ module fabric_lm #(
     wire [DAW-1:0] rd_off = {DAW{1'b0}};
 `endif
     wire [7:0]  hw = hd >> 2;            // words a position's head
-    // A beat never holds two positions' words where hw is even: each
-    // position's words start a beat of the stream (it starts at position 0).
+    // hw is 1, 4 or 16 (a head is 4, 16 or 64 wide). Where it is even a pair
+    // never holds two positions' words: the stream starts at position 0, so
+    // each position's words start at an even word of it. (A beat has two
+    // words at least: DW is 64 or 128.)
     assign uw_pair = (state == S_KEYS || state == S_VALS) && !hw[0];
     wire [15:0] pos1 = pos + 16'd1;
     wire [23:0] head_words = {8'd0, pos1} << (hsh - 3'd2);

@@ -108,8 +108,9 @@ impl LaneStep {
 
 /// Cycles of a decode round in which each of `positions` is a lane (lane
 /// `i` the `i`th) fed its last token at that position and drawing the next
-/// (greedy); the batch is `positions.len()`, at most [`LANES`]. `latency` is the port's,
-/// from a burst's address to its first beat (64 in the results' figures).
+/// (greedy); the batch is `positions.len()`, at most [`LANES`]. `latency`
+/// is the port's, from a burst's address to its first beat (64 in the
+/// results' figures).
 pub fn round_cycles(shape: &Shape, positions: &[usize], latency: u32) -> u64 {
     let lanes: Vec<LaneStep> = positions
         .iter()
