@@ -158,8 +158,12 @@ pub fn step_cycles(shape: &Shape, lanes: &[LaneStep], latency: u32) -> u64 {
         // that starts the logits' product (the embedding read again).
         cycles += 5 + product_cycles(&g, g.e0, g.v, d);
     }
-    let lane = |l: &LaneStep| lane_cycles(&g, l);
-    cycles + fed.into_iter().map(lane).sum::<u64>()
+    let mut reads = KvReads::default();
+    cycles
+        + fed
+            .into_iter()
+            .map(|l| lane_cycles(&g, l, &mut reads))
+            .sum::<u64>()
 }
 
 /// Cycles of a commit the engine takes, from `S_IDLE` to `tbl_done`: the
@@ -274,6 +278,27 @@ fn kv_read(latency: u64, at: u64, words: u64, aligned: bool, head_words: u64) ->
     }
 }
 
+/// [`kv_read`]'s answers within one round. A read's cycles depend on where
+/// it starts only within its 4 KiB page, and a round's lanes, layers and
+/// heads start their reads at few offsets in a page, so each is walked
+/// once: the simulator counts a round for every transformer token, and
+/// eight lanes at the end of kjv-lm's context would otherwise walk 32,000
+/// bursts, as many again as the round's products (160 µs a round, not 90).
+#[derive(Default)]
+struct KvReads(Vec<((u64, u64), u64)>);
+
+impl KvReads {
+    fn cycles(&mut self, latency: u64, at: u64, words: u64, aligned: bool, head_words: u64) -> u64 {
+        let key = (at % (PAGE_BEATS * BEAT_WORDS), words);
+        if let Some(&(_, c)) = self.0.iter().find(|(k, _)| *k == key) {
+            return c;
+        }
+        let c = kv_read(latency, at, words, aligned, head_words);
+        self.0.push((key, c));
+        c
+    }
+}
+
 /// `S_PASS` over `n` elements: one issued a cycle, the pipeline's four
 /// stages drained, and the cycle that finds it idle.
 fn pass(n: u64) -> u64 {
@@ -307,7 +332,7 @@ fn token_read(g: &Geometry, l: &LaneStep) -> u64 {
 
 /// A lane's part of a round: its token and embedding in `S_PREP`, then
 /// its turn (a `S_LOOP` that picks it, and its work) in each phase.
-fn lane_cycles(g: &Geometry, l: &LaneStep) -> u64 {
+fn lane_cycles(g: &Geometry, l: &LaneStep, reads: &mut KvReads) -> u64 {
     let (lat, d, f) = (g.latency, g.d, g.f);
     // S_PREP; S_TOKW; S_FEED; S_EMB_S reads the token's row scale (taken
     // as starting a beat: it depends on the token); S_EMB_W reads the row
@@ -326,7 +351,10 @@ fn lane_cycles(g: &Geometry, l: &LaneStep) -> u64 {
         + (1 + norm(d))
         + (1 + pass(f) + 1 + quant(f));
     let heads: u64 = (0..g.layers * g.heads)
-        .map(|block| head_cycles(g, g.lane_blocks * l.lane as u64 + block, l.position as u64))
+        .map(|block| {
+            let block = g.lane_blocks * l.lane as u64 + block;
+            head_cycles(g, block, l.position as u64, reads)
+        })
         .sum();
     // P_FN's norm; P_PICK's S_LOOP, S_PICK (greedy) and S_RSP.
     let draw = if l.draws { 1 + norm(d) + 3 } else { 0 };
@@ -339,7 +367,7 @@ fn lane_cycles(g: &Geometry, l: &LaneStep) -> u64 {
 /// position's key and value quantized and written, the writes awaited,
 /// the query quantized, then every position's keys' maxima, keys,
 /// weights, values' maxima, values.
-fn head_cycles(g: &Geometry, block: u64, pos: u64) -> u64 {
+fn head_cycles(g: &Geometry, block: u64, pos: u64, reads: &mut KvReads) -> u64 {
     let (lat, hd, c) = (g.latency, g.hd, g.c as u64);
     let n = pos + 1;
     let hw = hd / 4; // words of a position's head
@@ -365,14 +393,14 @@ fn head_cycles(g: &Geometry, block: u64, pos: u64) -> u64 {
     // through two stages).
     let read_back = 1
         + read(lat, n, keys)
-        + kv_read(lat, keys_at, n * hw, keys, hw)
+        + reads.cycles(lat, keys_at, n * hw, keys, hw)
         + 5
         + n
         + 1
         + DIVIDE
         + 1
         + read(lat, n, value_maxima)
-        + kv_read(lat, keys_at + c * hw, n * hw, values, hw)
+        + reads.cycles(lat, keys_at + c * hw, n * hw, values, hw)
         + 1
         + hd
         + 2;
