@@ -41,6 +41,9 @@ done
 for s in scripts/bench-ladder scripts/bench-typists scripts/soak; do
     expect 2 "engine or fixed, not bogus" "$s" --fabric-time bogus
 done
+for s in scripts/bench-ladder scripts/bench-typists; do
+    expect 2 "synced, uncached or coherent, not bogus" "$s" --dma bogus
+done
 
 # Port 1 on loopback: nothing listens, the connection is refused at once.
 unreachable=(--ssh-opts "-o Port=1" 127.0.0.1)
