@@ -30,9 +30,9 @@ set_fabric_time() {
 #             sync is one write(); on the simulated board it is a handshake
 #             with the simulator's watch thread (an inotify wake-up, two
 #             reads of the attribute, the answer written back) that the
-#             daemon's one worker waits for, about four a request. With the
+#             daemon's one worker waits for, up to four a request. With the
 #             engines' times that handshake, not the daemon nor the fabric,
-#             was the simulated board's limit (results/typists-dma-2026-12-07.md).
+#             was the simulated board's limit (results/engine-time-dma-2026-12-07.md).
 #   uncached  the shell's UIO map of a carve-out, mapped uncached, no syncs
 #             (a mainline kernel's way; the real-kernel rig's).
 #   coherent  a u-dma-buf the device tree marks dma-coherent (a K26's HPC
