@@ -45,9 +45,6 @@ set_dma() {
         coherent) flag="--dma-coherent"; buffer="a coherent u-dma-buf (no syncs)" ;;
         *) return 1 ;;
     esac
-    if [ "$sim_args" = "[]" ]; then
-        sim_args="[\"$flag\"]"
-    else
-        sim_args="${sim_args%]}, \"$flag\"]"
-    fi
+    # set_fabric_time's arrays are never empty.
+    sim_args="${sim_args%]}, \"$flag\"]"
 }
