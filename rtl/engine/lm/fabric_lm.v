@@ -441,6 +441,18 @@ module fabric_lm #(
     reg               s1_v, s2_v, s3_v, s4_v;
     reg  [15:0]       s1_i, s2_i, s3_i, s4_i;
     reg  [31:0]       mx;                // the largest magnitude (OP_MAX)
+    // A pass whose output a quantization takes next (a norm's, GELU's)
+    // keeps its largest magnitude in mx as it writes (trk); the attention
+    // keeps each lane's output's in l_om (t_o: S_OUT's writes), and the
+    // embedding and the products into the residual each lane's residual's
+    // in l_xm (t_x: S_EMB_W's writes). The quantization or norm after
+    // them needs no OP_MAX pass to find it.
+    reg               trk, t_o, t_x;
+    reg  [31:0]       l_om [0:LANES-1];
+    reg  [31:0]       l_xm [0:LANES-1];
+    function [31:0] mag(input [31:0] v);
+        mag = v[31] ? -v : v;
+    endfunction
     reg  [4:0]        sh;                // a norm's shift
     reg  [47:0]       ss;                // a norm's sum of squares
     reg  [46:0]       inv_r;             // a norm's reciprocal
@@ -658,12 +670,13 @@ module fabric_lm #(
     // quantized for the next product; back to `next`.
     reg [VSA-1:0] q_src;
     reg [15:0]    q_n;
-    task norm(input [7:0] blk, input [5:0] next);
+    task norm(input [7:0] blk, input [5:0] next, input [31:0] m);
         begin
             p_goff <= blk * MAX_D[GA-1:0];
             rret <= next;
-            mx <= 32'd0;
-            pass(OP_MAX, A_X, A_X, nd, S_RMS1);
+            mx <= m;
+            trk <= 1'b0;
+            state <= S_RMS1;
         end
     endtask
     task quant(input [VSA-1:0] src, input [15:0] n, input [1:0] dst, input [5:0] next);
@@ -673,10 +686,26 @@ module fabric_lm #(
             p_qdst <= dst;
             rret <= next;
             mx <= 32'd0;
+            trk <= 1'b0;
             pass(OP_MAX, src, src, n, S_QNT1);
         end
     endtask
 
+    // `quant` with the largest magnitude `m` known (a tracked pass's):
+    // straight to the division.
+    task quant_known(input [VSA-1:0] src, input [15:0] n, input [5:0] next, input [31:0] m);
+        begin
+            q_src <= src;
+            q_n <= n;
+            p_qdst <= QT_QMEM;
+            rret <= next;
+            mx <= m;
+            trk <= 1'b0;
+            divide(64'd1 << 47, m, S_QNT2);
+        end
+    endtask
+
+    integer pg;
     task product(input [31:0] word, input [SA-1:0] rows, input [15:0] cols, input [1:0] mode,
                  input [VSA-1:0] dst, input [LANES-1:0] mask);
         begin
@@ -688,6 +717,10 @@ module fabric_lm #(
             mv_mode <= mode;
             mv_dst <= dst;
             mv_mask <= mask;
+            // Its writes into the residual are each lane's new residual.
+            if (dst == A_X)
+                for (pg = 0; pg < LANES; pg = pg + 1)
+                    l_xm[pg] <= 32'd0;
             state <= S_MVW;
         end
     endtask
@@ -713,6 +746,8 @@ module fabric_lm #(
     always @(posedge clk) begin
         tbl_done <= 1'b0;
         t_we <= 1'b0;
+        t_o <= 1'b0;
+        t_x <= 1'b0;
         mv_start <= 1'b0;
         div_start <= 1'b0;
         w_clear <= 1'b0;
@@ -744,6 +779,7 @@ module fabric_lm #(
             s2_v <= 1'b0;
             s3_v <= 1'b0;
             s4_v <= 1'b0;
+            trk <= 1'b0;
             sc1_v <= 1'b0;
             sc2_v <= 1'b0;
             sc3_v <= 1'b0;
@@ -863,6 +899,17 @@ module fabric_lm #(
                     default: ;
                 endcase
             end
+
+            // The tracked maxima, from what the write port writes.
+            if (t_we && trk && mag(t_wdata) > mx)
+                mx <= mag(t_wdata);
+            if (t_we && t_o && mag(t_wdata) > l_om[ln])
+                l_om[ln] <= mag(t_wdata);
+            if (t_we && t_x && mag(t_wdata) > l_xm[ln])
+                l_xm[ln] <= mag(t_wdata);
+            if (mv_own && mv_we && mv_dst == A_X &&
+                    mag(mv_wdata) > l_xm[mv_waddr[VA-1:VSA]])
+                l_xm[mv_waddr[VA-1:VSA]] <= mag(mv_wdata);
 
             // ---- the scores' pipeline --------------------------------------
             sc2_v <= sc1_v;
@@ -1110,6 +1157,7 @@ module fabric_lm #(
                     end else begin
                         fmask[ln] <= 1'b1;
                         dmask[ln] <= l_fed[ln] >= l_len[ln];
+                        l_xm[ln] <= 32'd0;
                         stream(mat_e_at(l_tok[ln]), 24'd1);
                         state <= S_EMB_S;
                     end
@@ -1124,6 +1172,7 @@ module fabric_lm #(
                 end
                 S_EMB_W: if (uw_valid) begin
                     t_we <= 1'b1;
+                    t_x <= 1'b1;
                     t_waddr <= {ln, A_X + ei[VSA-1:0]};
                     t_wdata <= sat(e_x);
                     eb <= eb + 2'd1;
@@ -1141,16 +1190,21 @@ module fabric_lm #(
                         ln <= nx_lane;
                         lnx <= {1'b0, nx_lane} + 1'b1;
                         case (ph)
-                            P_N1: norm({li[6:0], 1'b0}, S_LOOP);
+                            P_N1: norm({li[6:0], 1'b0}, S_LOOP, l_xm[nx_lane]);
                             P_ATT: begin
+                                l_om[nx_lane] <= 32'd0;
                                 rpos <= l_pos[nx_lane];
                                 kv_sel <= 1'b0;
                                 pass(OP_ROT, A_Q, A_Q, nd, S_ROT);
                             end
-                            P_O1: quant(A_O, nd, QT_QMEM, S_LOOP);
-                            P_N2: norm({li[6:0], 1'b1}, S_LOOP);
-                            P_G: pass(OP_GELU, A_H, A_H, nf, S_GELU);
-                            P_FN: norm({nl[6:0], 1'b0}, S_LOOP);
+                            P_O1: quant_known(A_O, nd, S_LOOP, l_om[nx_lane]);
+                            P_N2: norm({li[6:0], 1'b1}, S_LOOP, l_xm[nx_lane]);
+                            P_G: begin
+                                mx <= 32'd0;
+                                trk <= 1'b1;
+                                pass(OP_GELU, A_H, A_H, nf, S_GELU);
+                            end
+                            P_FN: norm({nl[6:0], 1'b0}, S_LOOP, l_xm[nx_lane]);
                             default: state <= S_PICK;
                         endcase
                     end else begin
@@ -1229,6 +1283,7 @@ module fabric_lm #(
                     state <= dret;
                 S_RMS1: begin
                     if (mx == 32'd0) begin
+                        trk <= 1'b1;
                         pass(OP_ZERO, A_X, A_T, nd, S_QNT);
                     end else begin
                         sh <= (mx_bits > 6'd15) ? mx_bits[4:0] - 5'd15 : 5'd0;
@@ -1258,16 +1313,12 @@ module fabric_lm #(
                 end
                 S_RMS4: begin
                     inv_r <= div_q[46:0];
+                    mx <= 32'd0;
+                    trk <= 1'b1;
                     pass(OP_RMS, A_X, A_T, nd, S_QNT);
                 end
-                S_QNT: begin
-                    // A norm's output quantized for the product after it.
-                    q_src <= A_T;
-                    q_n <= nd;
-                    p_qdst <= QT_QMEM;
-                    mx <= 32'd0;
-                    pass(OP_MAX, A_T, A_T, nd, S_QNT1);
-                end
+                // A norm's output quantized for the product after it.
+                S_QNT: quant_known(A_T, nd, rret, mx);
                 S_QNT1: divide(64'd1 << 47, mx, S_QNT2);
                 S_QNT2: begin
                     rq <= div_q[47:0];
@@ -1281,7 +1332,7 @@ module fabric_lm #(
                     endcase
                     state <= rret;
                 end
-                S_GELU: quant(A_H, nf, QT_QMEM, S_LOOP);
+                S_GELU: quant_known(A_H, nf, S_LOOP, mx);
 
                 // ---- the attention: lane ln, head by head ------------------
                 S_ROT: begin
@@ -1419,6 +1470,7 @@ module fabric_lm #(
                     o_r <= rsh(o_p, 7'd55);
                     if (oe >= 8'd2) begin
                         t_we <= 1'b1;
+                        t_o <= 1'b1;
                         t_waddr <= {ln, A_O + hh_hd +
                                     {{(VSA - 8){1'b0}}, oe - 8'd2}};
                         t_wdata <= sat(o_r);
