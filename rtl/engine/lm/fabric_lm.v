@@ -326,8 +326,8 @@ module fabric_lm #(
         S_MVW = 6'd15, S_RMS1 = 6'd17, S_RMS2 = 6'd18, S_SQRT = 6'd19,
         S_RMS3 = 6'd20, S_RMS4 = 6'd21, S_QNT = 6'd22, S_QNT1 = 6'd23, S_QNT2 = 6'd24,
         S_QNT3 = 6'd25, S_PASS = 6'd26, S_DIV = 6'd27, S_ROT = 6'd28, S_HEAD = 6'd29,
-        S_KVW = 6'd30, S_KVW2 = 6'd31, S_AWAIT = 6'd32, S_KM = 6'd33, S_KEYS = 6'd34,
-        S_WTS = 6'd35, S_WTS2 = 6'd36, S_VM = 6'd37, S_VALS = 6'd38, S_OUT = 6'd39,
+        S_KVW = 6'd30, S_KVW2 = 6'd31, S_AWAIT = 6'd32, S_KEYS = 6'd34,
+        S_WTS = 6'd35, S_WTS2 = 6'd36, S_VALS = 6'd38, S_OUT = 6'd39,
         S_PICK = 6'd40, S_PICK2 = 6'd41, S_PICK3 = 6'd42, S_RSP = 6'd43, S_FAIL = 6'd44,
         S_END = 6'd45, S_GELU = 6'd46, S_HEAD2 = 6'd47, S_HEAD3 = 6'd48;
 
@@ -507,6 +507,10 @@ module fabric_lm #(
     reg  [7:0]  kvj;
     reg  [31:0] kvmax, mq;
     reg  [15:0] pp;                      // a position
+    // The keys' maxima come in while the query is quantized: km_on until
+    // kp, the position they fill, passes the last.
+    reg         km_on;
+    reg  [15:0] kp;
     reg  [7:0]  wj;                      // a word of the position's head
     reg  signed [31:0] acck;
     reg         sc1_v, sc2_v, sc3_v, sc4_v;
@@ -600,7 +604,7 @@ module fabric_lm #(
     wire [31:0] unused_i = {rope_i[31:RA], phi_i[31:10], gain_i[31:GA]} == 0 ? 32'd0 : 32'd1;
 
     assign uw_take = (state == S_HDR || state == S_BODY || state == S_TOKW || state == S_EMB_S ||
-                      state == S_KM || state == S_KEYS || state == S_VM || state == S_VALS ||
+                      km_on || state == S_KEYS || state == S_WTS || state == S_VALS ||
                       (state == S_EMB_W && eb == 2'd3));
     wire cmt = state == S_HDR || state == S_CHECK || state == S_SHAPE || state == S_SHAPE2 ||
                state == S_SHAPE3 || state == S_BODY;
@@ -780,6 +784,7 @@ module fabric_lm #(
             s3_v <= 1'b0;
             s4_v <= 1'b0;
             trk <= 1'b0;
+            km_on <= 1'b0;
             sc1_v <= 1'b0;
             sc2_v <= 1'b0;
             sc3_v <= 1'b0;
@@ -799,6 +804,12 @@ module fabric_lm #(
             end
             if (s_valid && s_ready && s_err)
                 err <= 1'b1;
+            if (km_on && uw_word) begin
+                kmbuf[kp[CA-1:0]] <= uw_data;
+                kp <= kp + 16'd1;
+                if (kp == pos)
+                    km_on <= 1'b0;
+            end
 
             // The shape's multiplier: a bit of hm_b a cycle.
             if (hm_busy) begin
@@ -1380,23 +1391,20 @@ module fabric_lm #(
                         state <= S_AWAIT;
                     end
                 end
-                S_AWAIT: if (w_idle)
-                    quant(A_Q + hh_hd, {8'd0, hd}, QT_QH, S_HEAD2);
-                S_HEAD2: begin
+                // The keys' maxima, the position's among them, once its
+                // writes are answered; read as the query is quantized.
+                S_AWAIT: if (w_idle) begin
                     stream_at(kmax_at + rd_off, {8'd0, pos1});
-                    pp <= 16'd0;
-                    state <= S_KM;
+                    kp <= 16'd0;
+                    km_on <= 1'b1;
+                    quant(A_Q + hh_hd, {8'd0, hd}, QT_QH, S_HEAD2);
                 end
-                S_KM: if (uw_word) begin
-                    kmbuf[pp[CA-1:0]] <= uw_data;
-                    pp <= pp + 16'd1;
-                    if (pp == pos) begin
-                        stream_at(key_at + rd_off, head_words);
-                        pp <= 16'd0;
-                        wj <= 8'd0;
-                        acck <= 32'sd0;
-                        state <= S_KEYS;
-                    end
+                S_HEAD2: if (!km_on || (uw_word && kp == pos)) begin
+                    stream_at(key_at + rd_off, head_words);
+                    pp <= 16'd0;
+                    wj <= 8'd0;
+                    acck <= 32'sd0;
+                    state <= S_KEYS;
                 end
                 S_KEYS: begin
                     if (uw_word) begin
@@ -1413,13 +1421,17 @@ module fabric_lm #(
                         end
                     end
                     if (pp == pos1 && !sc1_v && !sc2_v && !sc3_v && !sc4_v) begin
+                        stream_at(vmax_at + rd_off, {8'd0, pos1});
                         pp <= 16'd0;
                         wtot <= 32'd0;
                         state <= S_WTS;
                     end
                 end
-                S_WTS: begin
+                // A position's weight as its value's max arrives: the
+                // maxima's read costs the weights' pass no more cycles.
+                S_WTS: if (uw_word) begin
                     wbuf[pp[CA-1:0]] <= z_w;
+                    vmbuf[pp[CA-1:0]] <= uw_data;
                     wtot <= wtot + {15'd0, z_w};
                     pp <= pp + 16'd1;
                     if (pp == pos)
@@ -1428,21 +1440,12 @@ module fabric_lm #(
                 S_HEAD3: divide(64'd1 << 48, wtot, S_WTS2);
                 S_WTS2: begin
                     ainv <= div_q[48:0];
-                    stream_at(vmax_at + rd_off, {8'd0, pos1});
+                    stream_at(val_at + rd_off, head_words);
+                    for (k = 0; k < MAX_HD; k = k + 1)
+                        accv[k] <= 72'sd0;
                     pp <= 16'd0;
-                    state <= S_VM;
-                end
-                S_VM: if (uw_word) begin
-                    vmbuf[pp[CA-1:0]] <= uw_data;
-                    pp <= pp + 16'd1;
-                    if (pp == pos) begin
-                        stream_at(val_at + rd_off, head_words);
-                        for (k = 0; k < MAX_HD; k = k + 1)
-                            accv[k] <= 72'sd0;
-                        pp <= 16'd0;
-                        wj <= 8'd0;
-                        state <= S_VALS;
-                    end
+                    wj <= 8'd0;
+                    state <= S_VALS;
                 end
                 S_VALS: begin
                     if (uw_word) begin
