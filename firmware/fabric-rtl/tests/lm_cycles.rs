@@ -263,7 +263,7 @@ fn other_latencies() {
 /// prompts: positions 121 to 123), alone and eight at once: about 200
 /// million cycles, two minutes of a core in a release build (`cargo test
 /// --release -p fabric-rtl --features verilated --test lm_cycles --
-/// --ignored`). results/rtl-lm-speed-2026-12-06-run2.md measured
+/// --ignored`). results/rtl-lm-speed-2026-12-07-run2.md measured
 /// positions 9 to 23; `fabric_model::lm::cycles`'s own tests check those.
 #[test]
 #[ignore = "two minutes in a release build"]

@@ -524,7 +524,7 @@ mod tests {
         context: 256,
     };
 
-    /// `scripts/bench-rtl-lm` as results/rtl-lm-speed-2026-12-06-run2.md
+    /// `scripts/bench-rtl-lm` as results/rtl-lm-speed-2026-12-07-run2.md
     /// ran it: 8-token prompts and 16 greedy tokens a request, requests
     /// started together; a decode round is the cycles between the last
     /// answers of consecutive rounds, averaged over 15. Alone, the rounds
