@@ -18,8 +18,9 @@
 //! lane    = 2L + dim + 13 + [prompt] (L + 6)
 //!             + layers·(9·dim + 2·hidden + 403 + heads·head)
 //!             + [draws] (3·dim + 153)
-//! head    = 5L + 7·hd + 211 + writes(key) + writes(value) + n·(2 + hd/4)
-//!           (hd ≥ 16; port-bound once L + 18 > 128; hd = 4: n·(2 + hd/2))
+//! head    = 4L + 5·hd + 158 + writes(key) + writes(value)
+//!             + max(2·hd + 48, L + 5 + n) + n·(1 + hd/4)
+//!           (hd ≥ 16; port-bound once L + 18 > 128; hd = 4: n·(1 + hd/2))
 //! ```
 //!
 //! - The products (`product_cycles`) read each matrix once for every lane
