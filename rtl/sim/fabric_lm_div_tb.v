@@ -52,7 +52,9 @@ module fabric_lm_div_tb;
             @(posedge clk);
             start <= 1'b0;
             cycles = 1;
-            while (!done) begin
+            // Bounded, so that a divider that never says done fails here
+            // rather than hanging rtl-lint.
+            while (!done && cycles < 100) begin
                 @(posedge clk);
                 cycles = cycles + 1;
             end

@@ -312,10 +312,10 @@ fn pass(n: u64) -> u64 {
 }
 
 /// `quant`, after the state that starts it: the largest magnitude (a
-/// pass, `OP_MAX`); `S_QNT1` divides `2^47` by it; `S_QNT2` starts the
-/// quantizing pass (`OP_QNT`); `S_QNT3` keeps the max.
+/// pass, `OP_MAX`), then [`quant_known`] from `S_QNT1`, which divides
+/// `2^47` by it; `S_QNT2` starts the quantizing pass (`OP_QNT`).
 fn quant(n: u64) -> u64 {
-    pass(n) + 1 + DIVIDE + 1 + pass(n) + 1
+    pass(n) + quant_known(n)
 }
 
 /// `quant_known`, from the state that asks for the division: a tracked
