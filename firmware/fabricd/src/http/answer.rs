@@ -76,8 +76,10 @@ pub(super) async fn whole_response(app: &Arc<App>, mut s: Started) -> Response<B
                         return r;
                     }
                     None => {
-                        // Not what was typed: run on its own.
-                        if let Err(o) = run_alone(app, &mut s).await {
+                        // Not what was typed: run on its own. Rare, and its
+                        // future is most of this one's size: boxed, so the
+                        // common answer is not moved at that size.
+                        if let Err(o) = Box::pin(run_alone(app, &mut s)).await {
                             s.end(app, o.ending(), 0, 0);
                             s.req.failed(app);
                             return Failure::from(o).response();

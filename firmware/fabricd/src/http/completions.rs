@@ -155,28 +155,23 @@ pub(super) async fn start_completion<B: RequestBody>(
     // A block of its own: the body and what borrows it are gone before the
     // admission waits (a local keeps its room in the future's state to the
     // end of its scope, moved out or not).
-    let (sent, ready) = {
+    let (adm, ready) = {
         let bytes = read_body(app, body, ledger.received).await?;
         ex.body_read();
         match validate(app, &bytes, &head, ledger)? {
-            Edge::Admit(adm, ready) => (app.sched.admit(adm), ready),
+            Edge::Admit(adm, ready) => (adm, ready),
             Edge::Answered(answer) => return Ok(Began::Answered(answer)),
         }
     };
-    queued(app, sent, ready, ledger).await.map(Began::Queued)
-}
-
-/// Waits for an admission to be taken, and for a stream, for the
-/// scheduler's first word.
-pub(super) async fn queued(
-    app: &Arc<App>,
-    sent: impl std::future::Future<Output = Result<(), crate::sched::Admission>>,
-    mut ready: Prepared,
-    ledger: &Ledger,
-) -> Result<Started, Failure> {
-    if sent.await.is_err() {
+    if app.sched.admit(adm).await.is_err() {
         return Err(Outcome::ShuttingDown.into());
     }
+    queued(app, ready, ledger).await.map(Began::Queued)
+}
+
+/// A request whose admission the scheduler has taken: for a stream, waits
+/// for the scheduler's first word.
+async fn queued(app: &Arc<App>, mut ready: Prepared, ledger: &Ledger) -> Result<Started, Failure> {
     // Admitted: from here a client that goes away cancels the request,
     // also while a stream waits for the scheduler's first word (a client
     // that left then would otherwise leave its request to run to the end).

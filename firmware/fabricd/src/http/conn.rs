@@ -141,7 +141,7 @@ async fn park(
 
 /// One request: its head, then hyper. The stream and what was read past
 /// the response, if the connection goes on.
-async fn turn(
+pub(super) async fn turn(
     stream: TcpStream,
     mut buf: BytesMut,
     due: Instant,
@@ -189,7 +189,10 @@ async fn turn(
     let seat = InHyper::take(app);
     if seat.is_none() {
         if let Some(plan) = early::plan(&buf, app.config.body_limit) {
-            return early::serve(stream, buf, plan, peer, app, shutdown, ex).await;
+            // Boxed: its future is twice `serve_one`'s, and `turn`'s own is
+            // moved into a box every request, so unboxed every request
+            // would copy it for a path taken only under load.
+            return Box::pin(early::serve(stream, buf, plan, peer, app, shutdown, ex)).await;
         }
     }
     let served = serve_one(stream, buf, peer, app, shutdown, ex, None).await;

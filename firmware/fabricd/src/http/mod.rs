@@ -78,6 +78,8 @@ pub mod request;
 pub mod response;
 mod routes;
 mod server;
+#[cfg(test)]
+mod sizes;
 pub mod text;
 mod validate;
 

@@ -211,8 +211,20 @@ pub struct Handle {
 
 impl Handle {
     /// Hands an admission over; gives it back if the scheduler has stopped.
+    ///
+    /// The channel nearly always has room, and `try_send` needs no future.
+    /// Only a full channel waits, in a boxed `send`: unboxed, its future
+    /// (the admission again, and the semaphore's wait) would make every
+    /// request's future a kilobyte larger, and futures are moved whole.
     pub async fn admit(&self, adm: Admission) -> Result<(), Admission> {
-        self.admit.send(adm).await.map_err(|e| e.0)
+        // The match ends before the await: a result held across it would
+        // keep an admission's room in the future a second time.
+        let adm = match self.admit.try_send(adm) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Closed(adm)) => return Err(adm),
+            Err(mpsc::error::TrySendError::Full(adm)) => adm,
+        };
+        Box::pin(self.admit.send(adm)).await.map_err(|e| e.0)
     }
 
     /// The client no longer wants request `id`.

@@ -1,42 +1,44 @@
 //! A map bounded by bytes and entries that lets its least recently used
 //! entries go: the cache's and the session table's store.
 //!
-//! Recency is a stamp per entry, ordered in a `BTreeMap`: a use is a
-//! removal and an insertion there (O(log n)), and the oldest entry is its
-//! first. Keys are shared (`Arc`) between the two maps, so each is stored
-//! once. Each entry is charged its own bytes, as its owner reckons them,
-//! plus [`OVERHEAD`] for the maps' own room.
+//! Recency is the order of a `hashlink::LinkedHashMap`, its front the
+//! least recently used: a use moves an entry to the back, an eviction takes
+//! the front, both in O(1) and with one hash of the key. (A stamp per entry
+//! in a `BTreeMap` beside a `HashMap` did the same with three hashes, two
+//! tree operations and an `Arc` of each key; on the board's cores those
+//! were a twentieth of a keystroke: results/arm-cost-2026-12-07.md.) Each
+//! entry is charged its own bytes, as its owner reckons them, plus
+//! [`OVERHEAD`] for the map's own room.
 //!
-//! Written here, not taken from a crate: the tables need a hard bound on
-//! bytes and on entries at once, an insert that is always kept (a typing
-//! session's entry must be there for its next keystroke) and evictions
-//! counted. `lru` bounds entries only, and a byte bound over it is this
-//! much code again; `moka` and `quick_cache` bound by weight but choose
-//! what to keep by admission policies (TinyLFU, S3-FIFO) that may drop a
-//! new key at once. Two std maps do it without `unsafe`.
+//! The bounds are written here, not taken from a crate: the tables need a
+//! hard bound on bytes and on entries at once, an insert that is always
+//! kept (a typing session's entry must be there for its next keystroke)
+//! and evictions counted. `lru` bounds entries only, and a byte bound over
+//! it is this much code again; `moka` and `quick_cache` bound by weight but
+//! choose what to keep by admission policies (TinyLFU, S3-FIFO) that may
+//! drop a new key at once.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::Hash;
-use std::sync::Arc;
+use std::hash::{BuildHasher, Hash};
 
-/// What an entry costs besides its own bytes: its slots in both maps, the
-/// key's `Arc` header, the allocator's rounding. Deliberately generous, so
-/// the bound holds for what the process really pays.
+use hashlink::linked_hash_map::{LinkedHashMap, RawEntryMut};
+
+/// What an entry costs besides its own bytes: its node in the linked map
+/// (two links and the key), its slot in the map's table, the allocator's
+/// rounding. Deliberately generous, so the bound holds for what the process
+/// really pays.
 pub const OVERHEAD: usize = 160;
 
 #[derive(Debug)]
 struct Slot<V> {
     value: V,
-    stamp: u64,
     bytes: usize,
 }
 
 /// The bounded map.
 #[derive(Debug)]
 pub struct Lru<K, V> {
-    map: HashMap<Arc<K>, Slot<V>, foldhash::fast::RandomState>,
-    order: BTreeMap<u64, Arc<K>>,
-    next: u64,
+    /// Front: the least recently used.
+    map: LinkedHashMap<K, Slot<V>, foldhash::fast::RandomState>,
     bytes: usize,
     max_bytes: usize,
     max_entries: usize,
@@ -46,9 +48,7 @@ pub struct Lru<K, V> {
 impl<K: Hash + Eq, V> Lru<K, V> {
     pub fn new(max_bytes: usize, max_entries: usize) -> Lru<K, V> {
         Lru {
-            map: HashMap::default(),
-            order: BTreeMap::new(),
-            next: 0,
+            map: LinkedHashMap::with_hasher(foldhash::fast::RandomState::default()),
             bytes: 0,
             max_bytes,
             max_entries,
@@ -58,16 +58,7 @@ impl<K: Hash + Eq, V> Lru<K, V> {
 
     /// The entry for `key`, now the most recently used.
     pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        let (k, slot) = self.map.get_key_value(key)?;
-        let k = k.clone();
-        let old = slot.stamp;
-        self.next += 1;
-        let stamp = self.next;
-        self.order.remove(&old);
-        self.order.insert(stamp, k);
-        let slot = self.map.get_mut(key)?;
-        slot.stamp = stamp;
-        Some(&mut slot.value)
+        self.map.to_back(key).map(|slot| &mut slot.value)
     }
 
     /// The entry for `key`, without counting it as a use.
@@ -80,38 +71,35 @@ impl<K: Hash + Eq, V> Lru<K, V> {
     /// go until the bounds hold. A value that alone is over the bound is
     /// not kept.
     pub fn insert(&mut self, key: K, value: V, bytes: usize) {
-        self.remove(&key);
+        // One hash for the removal of the old entry and the insertion.
+        let hash = self.map.hasher().hash_one(&key);
+        if let RawEntryMut::Occupied(old) =
+            self.map.raw_entry_mut().from_key_hashed_nocheck(hash, &key)
+        {
+            self.bytes -= old.remove().bytes;
+        }
         let bytes = bytes + OVERHEAD;
         if bytes > self.max_bytes || self.max_entries == 0 {
             return;
         }
         while self.bytes + bytes > self.max_bytes || self.map.len() >= self.max_entries {
-            let Some((_, oldest)) = self.order.pop_first() else {
+            let Some((_, oldest)) = self.map.pop_front() else {
                 break;
             };
-            if let Some(slot) = self.map.remove(&*oldest) {
-                self.bytes -= slot.bytes;
-                self.evicted += 1;
-            }
+            self.bytes -= oldest.bytes;
+            self.evicted += 1;
         }
-        self.next += 1;
-        let key = Arc::new(key);
-        self.order.insert(self.next, key.clone());
-        self.map.insert(
-            key,
-            Slot {
-                value,
-                stamp: self.next,
-                bytes,
-            },
-        );
-        self.bytes += bytes;
+        if let RawEntryMut::Vacant(vacant) =
+            self.map.raw_entry_mut().from_key_hashed_nocheck(hash, &key)
+        {
+            vacant.insert_hashed_nocheck(hash, key, Slot { value, bytes });
+            self.bytes += bytes;
+        }
     }
 
     /// Takes `key`'s entry out.
     pub fn remove(&mut self, key: &K) -> Option<V> {
         let slot = self.map.remove(key)?;
-        self.order.remove(&slot.stamp);
         self.bytes -= slot.bytes;
         Some(slot.value)
     }
@@ -119,7 +107,6 @@ impl<K: Hash + Eq, V> Lru<K, V> {
     /// Empties it (not counted as evictions).
     pub fn clear(&mut self) {
         self.map.clear();
-        self.order.clear();
         self.bytes = 0;
     }
 
