@@ -105,6 +105,8 @@ fabricd_mk = read(os.path.join(ROOT, "package", "fabricd", "fabricd.mk"))
 for needle, why in [
     ("$(eval $(cargo-package))", "fabricd must use the cargo-package infrastructure"),
     ("source.crates-io.replace-with", "fabricd must point cargo at the vendored crates"),
+    ("--config $(FABRICD_SRCDIR)/../board-profile.toml",
+     "fabricd must build with the boards' profile, as scripts/deploy and scripts/arm-cost do"),
     ("S60fabricd", "fabricd must install its init script"),
     ("/lib/firmware/fabricd", "the catalog goes to /lib/firmware/fabricd"),
 ]:

@@ -23,6 +23,7 @@ FABRICD_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS = \
 FABRICD_VENDOR = $(FABRICD_SRCDIR)/../../vendor
 FABRICD_CARGO_OPTS = \
 	--no-default-features \
+	--config $(FABRICD_SRCDIR)/../board-profile.toml \
 	--config 'source.crates-io.replace-with="vendored-sources"' \
 	--config 'source.vendored-sources.directory="$(FABRICD_VENDOR)"'
 FABRICD_CARGO_BUILD_OPTS = $(FABRICD_CARGO_OPTS)

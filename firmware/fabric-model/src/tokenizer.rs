@@ -6,8 +6,6 @@
 //! vocabulary becomes its id, any other piece becomes its bytes. Decoding
 //! concatenates, so `decode(encode(s)) == s` for every string.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
 /// The end-of-text token.
@@ -26,14 +24,15 @@ pub enum TokenizerError {
 }
 
 /// A vocabulary of pieces.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Tokenizer {
     pieces: Vec<Vec<u8>>,
-    /// Piece → id. Its keys come from the model file (a prompt only looks
-    /// them up), so a fixed foldhash serves: faster than SipHash on every
-    /// piece of every prompt.
+    /// Piece → id: each piece's id, found by [`piece_hash`] and checked
+    /// against `pieces`. Every word of every prompt is looked up here, on
+    /// the boards' cores too: see [`piece_hash`] for why this hash and this
+    /// table.
     #[serde(skip)]
-    index: HashMap<Vec<u8>, u32, foldhash::fast::FixedState>,
+    index: hashbrown::HashTable<u32>,
     /// Every token that is whole UTF-8, as text: `spans[id]` is its range
     /// in `text`, or `None` for a byte above 0x7f or a piece that is not
     /// whole characters. Checked once here, so decoding the usual token
@@ -43,6 +42,43 @@ pub struct Tokenizer {
     #[serde(skip)]
     spans: Vec<Option<(u32, u32)>>,
 }
+
+/// The index's hash of a piece: 32-bit FNV-1a, its 32 bits in both halves
+/// of the `u64` (the table takes its buckets from the low bits and its
+/// tags from the top seven of a `usize`, on 32- and 64-bit builds alike).
+///
+/// The table's keys are the vocabulary's, fixed by the model file, and a
+/// prompt only looks pieces up, so a hash an attacker can collide costs
+/// nothing: a lookup's probes end at the table's own load, whatever its
+/// hash. What counts is the cost of a short word on a Cortex-A9, a 32-bit
+/// core: foldhash's 64-bit multiplies are several instructions each there,
+/// and so is the call to libc's `memcmp` that compared each piece found
+/// (results/arm-cost-2026-12-07.md). Written here: the `fnv` crate hashes
+/// in 64 bits.
+fn piece_hash(piece: &[u8]) -> u64 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in piece {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    u64::from(h) << 32 | u64::from(h)
+}
+
+/// Whether two pieces are the same bytes, compared in place: a piece is a
+/// few bytes, and a call to `memcmp` costs more than comparing them.
+fn same_piece(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// Two tokenizers are the same when their pieces are: the rest is made
+/// from them.
+impl PartialEq for Tokenizer {
+    fn eq(&self, other: &Tokenizer) -> bool {
+        self.pieces == other.pieces
+    }
+}
+
+impl Eq for Tokenizer {}
 
 /// Splits text into pieces (see the module doc), lazily: encoding a prompt
 /// needs no list of them.
@@ -76,7 +112,7 @@ impl Tokenizer {
     pub fn new(pieces: Vec<Vec<u8>>) -> Tokenizer {
         let mut t = Tokenizer {
             pieces,
-            index: HashMap::default(),
+            index: hashbrown::HashTable::new(),
             text: String::new(),
             spans: Vec::new(),
         };
@@ -85,12 +121,20 @@ impl Tokenizer {
     }
 
     fn reindex(&mut self) {
-        self.index = self
-            .pieces
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.clone(), FIRST_PIECE + i as u32))
-            .collect();
+        let mut index = hashbrown::HashTable::with_capacity(self.pieces.len());
+        for (i, piece) in self.pieces.iter().enumerate() {
+            let id = FIRST_PIECE + i as u32;
+            let hash = piece_hash(piece);
+            // A piece listed twice is found by its last id, as a map built
+            // in order has it.
+            match index.find_mut(hash, |&other: &u32| same_piece(self.piece(other), piece)) {
+                Some(other) => *other = id,
+                None => {
+                    index.insert_unique(hash, id, |&other: &u32| piece_hash(self.piece(other)));
+                }
+            }
+        }
+        self.index = index;
         let mut text = String::new();
         let spans = (0..self.vocab_size())
             .map(|id| {
@@ -104,6 +148,13 @@ impl Tokenizer {
         self.spans = spans;
     }
 
+    /// The bytes of piece `id` (an id the index holds); empty for any other.
+    fn piece(&self, id: u32) -> &[u8] {
+        id.checked_sub(FIRST_PIECE)
+            .and_then(|i| self.pieces.get(i as usize))
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// Number of token ids (bytes, end-of-text and pieces).
     pub fn vocab_size(&self) -> u32 {
         FIRST_PIECE + self.pieces.len() as u32
@@ -113,7 +164,11 @@ impl Tokenizer {
     pub fn encode(&self, text: &str) -> Vec<u32> {
         let mut out = Vec::with_capacity(text.len() / 4 + 1);
         for piece in pre_tokenize(text) {
-            match self.index.get(piece.as_bytes()) {
+            let piece_bytes = piece.as_bytes();
+            let found = self.index.find(piece_hash(piece_bytes), |&id| {
+                same_piece(self.piece(id), piece_bytes)
+            });
+            match found {
                 Some(&id) => out.push(id),
                 None => out.extend(piece.bytes().map(u32::from)),
             }
@@ -246,11 +301,50 @@ mod tests {
         ));
     }
 
+    /// `encode` as a map from pieces to ids has it (the last id of a
+    /// piece listed twice), against which the index is checked.
+    fn encode_by_map(pieces: &[Vec<u8>], text: &str) -> Vec<u32> {
+        let map: std::collections::HashMap<&[u8], u32> = pieces
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.as_slice(), FIRST_PIECE + i as u32))
+            .collect();
+        let mut out = Vec::new();
+        for piece in pre_tokenize(text) {
+            match map.get(piece.as_bytes()) {
+                Some(&id) => out.push(id),
+                None => out.extend(piece.bytes().map(u32::from)),
+            }
+        }
+        out
+    }
+
     proptest! {
         #[test]
         fn decode_inverts_encode(s in "\\PC*") {
             let t = tok();
             prop_assert_eq!(t.decode(&t.encode(&s)), s);
         }
+
+        /// Words drawn from a small alphabet, so that texts are mostly the
+        /// vocabulary's pieces, near misses (a prefix, one letter more) and
+        /// pieces listed twice.
+        #[test]
+        fn the_index_finds_what_a_map_of_the_pieces_finds(
+            pieces in proptest::collection::vec("[ ]?[abc]{1,4}|[,.]|é", 0..40),
+            words in proptest::collection::vec("[ ]?[abc]{1,5}|[,. ]|é", 0..30),
+        ) {
+            let pieces: Vec<Vec<u8>> = pieces.into_iter().map(String::into_bytes).collect();
+            let text = words.concat();
+            let t = Tokenizer::new(pieces.clone());
+            prop_assert_eq!(t.encode(&text), encode_by_map(&pieces, &text));
+        }
+    }
+
+    #[test]
+    fn a_piece_listed_twice_is_found_by_its_last_id() {
+        let t = Tokenizer::new(vec![b" a".to_vec(), b"b".to_vec(), b" a".to_vec()]);
+        assert_eq!(t.encode(" a"), vec![FIRST_PIECE + 2]);
+        assert_eq!(t.encode("b"), vec![FIRST_PIECE + 1]);
     }
 }
