@@ -5,8 +5,8 @@
 //! least recently used: a use moves an entry to the back, an eviction takes
 //! the front, both in O(1) and with one hash of the key. (A stamp per entry
 //! in a `BTreeMap` beside a `HashMap` did the same with three hashes, two
-//! tree operations and an `Arc` of each key; on the board's cores those
-//! were a twentieth of a keystroke: results/arm-cost-2026-12-07.md.) Each
+//! tree operations and an `Arc` of each key: 4% of a keystroke's
+//! instructions under callgrind, results/arm-cost-2026-12-07.md.) Each
 //! entry is charged its own bytes, as its owner reckons them, plus
 //! [`OVERHEAD`] for the map's own room.
 //!
