@@ -30,7 +30,7 @@ expect() {
 for s in scripts/build-image scripts/flash-sd scripts/deploy scripts/rotate scripts/logs \
          scripts/vendor-crates scripts/cross-test scripts/bench-ladder scripts/bench-serve \
          scripts/bench-rotation scripts/bench-abuse scripts/bench-typists scripts/profile-serve \
-         scripts/build-models scripts/fuzz scripts/train-lm; do
+         scripts/build-models scripts/fuzz scripts/train-lm scripts/arm-cost; do
     expect 0 "Usage" "$s" --help
 done
 for s in scripts/build-image scripts/flash-sd scripts/deploy scripts/rotate scripts/logs scripts/cross-test; do
@@ -51,6 +51,9 @@ expect 1 "cannot reach root@127.0.0.1 over SSH" scripts/deploy --no-build "${unr
 expect 255 "cannot reach root@127.0.0.1 over SSH" scripts/rotate "${unreachable[@]}" kjv
 expect 255 "cannot reach root@127.0.0.1 over SSH" scripts/logs "${unreachable[@]}"
 expect 2 "takes a positive whole number" scripts/train-lm --steps 0
+expect 2 "--kernel counts armv7 keystrokes" scripts/arm-cost --kernel --targets aarch64
+expect 2 "--kernel counts armv7 keystrokes" scripts/arm-cost --kernel --keystrokes 0
+expect 2 "is not a whole number" scripts/arm-cost --connections many
 expect 2 "is not a model name" scripts/rotate 127.0.0.1 '../../etc/passwd'
 expect 2 "takes a slot number" scripts/rotate 127.0.0.1 kjv --slot one
 expect 2 "--target must be" scripts/deploy --target x86_64-unknown-linux-gnu 127.0.0.1

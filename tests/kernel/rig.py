@@ -30,7 +30,7 @@ class Failed(Exception):
 class Board:
     """One boot of the image: QEMU, its console and its HTTP port."""
 
-    def __init__(self, args, boot):
+    def __init__(self, args, boot, qemu_extra=()):
         self.args = args
         self.port = args.port
         sock = os.path.join(args.out, "console.sock")
@@ -48,6 +48,7 @@ class Board:
                 # The Zed's console is its second UART.
                 "-serial", "null", "-serial", f"unix:{sock},server=on,wait=on",
                 "-display", "none", "-monitor", "none", "-no-reboot",
+                *qemu_extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(args.out, f"qemu-boot{boot}.log"), "wb"),
