@@ -115,10 +115,12 @@ def main():
         # in), seeded completions the cache answers after the first.
         subprocess.run([sys.executable, args.client, str(args.port), "completion", "20"],
                        check=True, capture_output=True)
-        # Each round types its own laps (64 on from the round before's:
-        # a lap's first word is its number times 7, modulo Genesis 1:1-3's
-        # 50 words, so up to 16 laps a round none repeats an earlier
-        # round's prompts), and so its own sessions.
+        # Each round types its own laps, 64 on from the round before's, and
+        # so its own sessions. A lap starts at word 7 x its number, modulo
+        # Genesis 1:1-3's 50, so the default rounds' laps (9, 9 and 16)
+        # start at words no earlier round's did; only the short prefixes
+        # two starting words share come again, which the cache answers
+        # (its count is in the answers).
         for r, conns in enumerate(int(c) for c in args.connections.split(",")):
             a = counts(sock)
             w0 = wakeups(board, sim)
