@@ -17,6 +17,7 @@
  * and neither answers during a run. Built against the installed QEMU's own
  * qemu-plugin.h, which arm-cost takes from QEMU's Debian sources.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,7 +56,13 @@ static void *answer(void *unused)
     for (;;) {
         int c = accept(listener, NULL, NULL);
         if (c < 0) {
-            continue;
+            /* A reader that gave up, or a signal: wait for the next one.
+             * Anything else will not get better by trying again at once. */
+            if (errno == EINTR || errno == ECONNABORTED) {
+                continue;
+            }
+            perror("split: accept");
+            return NULL;
         }
         char line[64];
         int len = snprintf(line, sizeof line, "%llu %llu\n",
