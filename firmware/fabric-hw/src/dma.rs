@@ -183,14 +183,17 @@ impl SyncAttr {
                 command,
                 source,
             })?;
-        let start = Instant::now();
+        // The clock only once the first read says the sync is not over:
+        // on a kernel it always is, and on a Cortex-A9 a clock read is a
+        // system call (no vDSO clock).
+        let mut start = None;
         let mut spins = 0u32;
         loop {
             let value = self.read()?;
             if value == 0 {
                 return Ok(());
             }
-            let waited = start.elapsed();
+            let waited = start.get_or_insert_with(Instant::now).elapsed();
             if waited > SYNC_TIMEOUT {
                 return Err(DmaError::SyncTimeout {
                     path: self.path.clone(),

@@ -13,7 +13,7 @@ use super::body::{self, json_bytes, Body};
 use super::instant::{joined_answer, remember, run_alone, set_source};
 use super::ledger::Started;
 use super::reply::Failure;
-use super::response::{self, sse, unix_now};
+use super::response::{self, sse, unix_at};
 use super::text::Assembler;
 use super::App;
 use crate::sched::{Ending, Outcome, ReqEvent};
@@ -146,7 +146,7 @@ fn completion(
     let id = response::CompletionId::new(s.req.id);
     let body = response::completion_body(
         id.as_str(),
-        unix_now(),
+        unix_at(s.guard.ledger.received),
         &s.req.model,
         text,
         finish,
@@ -180,7 +180,7 @@ pub(super) fn stream_response(app: &Arc<App>, s: Started) -> Response<Body> {
 /// Feeds one event stream; ends (and cancels) when the client goes away.
 pub(super) async fn pump(app: Arc<App>, mut s: Started, tx: mpsc::Sender<Bytes>) {
     let id = response::CompletionId::new(s.req.id);
-    let created = unix_now();
+    let created = unix_at(s.guard.ledger.received);
     let mut asm = Assembler::new(s.req.tokenizer.clone(), std::mem::take(&mut s.req.stop));
     let mut keepalive = tokio::time::interval(Duration::from_secs(15));
     keepalive.tick().await;

@@ -28,7 +28,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use futures_util::task::AtomicWaker;
 use hyper::StatusCode;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -64,7 +64,7 @@ pub(super) async fn serve_conn(
             if let Some(t) = tenure {
                 t.set_parked(true);
             }
-            let spoke = park(&stream, &mut pending, wait, shutdown, tenure).await;
+            let spoke = park(&stream, &mut pending, idle_since + wait, shutdown, tenure).await;
             if let Some(t) = tenure {
                 t.set_parked(false);
             }
@@ -104,7 +104,7 @@ pub(super) async fn serve_conn(
 async fn park(
     stream: &TcpStream,
     pending: &mut BytesMut,
-    wait: Duration,
+    until: Instant,
     shutdown: &CancellationToken,
     tenure: Option<&Tenure>,
 ) -> bool {
@@ -120,8 +120,26 @@ async fn park(
                 return false;
             }
             pending.reserve(FIRST_READ);
-            match stream.try_read_buf(pending) {
+            let room = pending.capacity() - pending.len();
+            let mut read = 0;
+            // A read that leaves room took all there was: its readiness is
+            // cleared as a read that would block clears it, so that hyper's
+            // next read (it reads while the request is served, to see the
+            // client leave) waits for the socket's next event instead of
+            // costing a system call to learn nothing came. A later event
+            // (more bytes, the client's FIN) sets it again, and a close
+            // already seen is never cleared (tokio keeps the closed states).
+            let took = stream.try_io(Interest::READABLE, || {
+                read = stream.try_read_buf(pending)?;
+                if read > 0 && read < room {
+                    Err(io::ErrorKind::WouldBlock.into())
+                } else {
+                    Ok(read)
+                }
+            });
+            match took {
                 Ok(n) => return n > 0,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && read > 0 => return true,
                 // Readiness can be stale: nothing came after all, and a
                 // silent connection holds no buffer.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => *pending = BytesMut::new(),
@@ -133,7 +151,9 @@ async fn park(
         // A request that has come is served, whatever else is ready.
         biased;
         spoke = spoke => spoke,
-        () = tokio::time::sleep(wait) => false,
+        // Until a time already read: `sleep(wait)` would read the clock
+        // again, a system call on an A9.
+        () = tokio::time::sleep_until(until) => false,
         () = shutdown.cancelled() => false,
         () = evicted => false,
     }

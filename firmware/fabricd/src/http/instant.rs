@@ -16,7 +16,7 @@ use hyper::{Response, StatusCode};
 
 use super::body::{full, json_bytes, Body};
 use super::ledger::{Ledger, Prepared, Started, Ticket};
-use super::response::{self, sse, unix_now};
+use super::response::{self, sse, unix_at};
 use super::text::{Assembler, StopMatcher};
 use super::App;
 use crate::sched::{self, Admission, Ending, Outcome, ReqId, SessionKey};
@@ -318,7 +318,7 @@ pub(super) fn instant_response(app: &App, ledger: &Ledger, a: Instant) -> Respon
     app.ended(ledger, Ending::Ok, a.completion_tokens as u64, 0);
     app.typing.answered_by(a.source);
     let id = response::CompletionId::new(a.id);
-    let created = unix_now();
+    let created = unix_at(ledger.received);
     let usage = response::Usage::new(a.prompt_tokens, a.completion_tokens);
     let mut r = if a.stream {
         // One chunk with the text, the last with the reason, and [DONE].

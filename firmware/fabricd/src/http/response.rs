@@ -1,7 +1,8 @@
 //! The completion's shape (OpenAI completions), written as JSON by hand
 //! for the request path and held equal to serde's by a test.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::cell::Cell;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -228,10 +229,32 @@ pub fn chunk_body<'a>(
     }
 }
 
-/// Seconds since the epoch, for `created`.
-pub fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+/// Seconds since the epoch at `at` (a request's arrival), for `created`.
+///
+/// The wall clock is read at most once a second a thread, as hyper reads it
+/// for `Date`; in between, `at`'s distance from that reading gives the
+/// time. A clock read is a system call on a Cortex-A9 (it has no vDSO
+/// clock; results/arm-cost-2026-12-07-run2.md), and `at` is already read.
+/// A step of the wall clock shows within a second.
+pub fn unix_at(at: Instant) -> u64 {
+    thread_local! {
+        static ANCHOR: Cell<Option<(Instant, SystemTime)>> = const { Cell::new(None) };
+    }
+    // The wall clock at `at`, from a reading of both clocks at `mono`.
+    let shift = |mono: Instant, wall: SystemTime| match at.checked_duration_since(mono) {
+        Some(after) => wall.checked_add(after),
+        None => wall.checked_sub(mono - at),
+    };
+    let near = |mono: Instant| at.max(mono) - at.min(mono) < Duration::from_secs(1);
+    let wall = ANCHOR.with(|anchor| match anchor.get() {
+        Some((mono, wall)) if near(mono) => shift(mono, wall),
+        _ => {
+            let (mono, wall) = (Instant::now(), SystemTime::now());
+            anchor.set(Some((mono, wall)));
+            shift(mono, wall)
+        }
+    });
+    wall.and_then(|w| w.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs())
 }
 
@@ -247,6 +270,33 @@ pub fn sse(c: &Completion<'_>) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `unix_at` gives is the wall clock at the instant asked about,
+    /// read fresh or shifted from the reading before, to the second.
+    #[test]
+    fn created_is_the_wall_clock_at_the_instant_asked() {
+        let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).expect("after 1970").as_secs();
+        let (mono, wall) = (Instant::now(), SystemTime::now());
+        // Now (the first call reads the clock), then a request that came
+        // 400 ms and one that came 5 s before (shifted from the reading).
+        for ago in [
+            Duration::ZERO,
+            Duration::from_millis(400),
+            Duration::from_secs(5),
+        ] {
+            let Some(at) = mono.checked_sub(ago) else {
+                continue;
+            };
+            let want = secs(wall - ago);
+            let got = unix_at(at);
+            // The two clocks were not read at one instant: a second's
+            // boundary may fall between them.
+            assert!(
+                got == want || got == want + 1,
+                "{ago:?} ago: {got}, want {want}"
+            );
+        }
+    }
 
     #[test]
     fn completions_are_written_as_serde_writes_them() {

@@ -2,7 +2,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fabric_model::tokenizer::EOS;
@@ -407,17 +407,40 @@ fn forwarded_client(
     client
 }
 
+/// The seed of a request that named none: its id mixed with a key drawn
+/// once a process (the clock at the first such request), so that seeds
+/// differ from request to request and from run to run. The clock is read
+/// once, not a request: on a Cortex-A9 every read is a system call (it has
+/// no vDSO clock; results/arm-cost-2026-12-07-run2.md).
 pub(super) fn random_seed(id: u64) -> u64 {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    nanos ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    static KEY: OnceLock<u64> = OnceLock::new();
+    let key = *KEY.get_or_init(|| {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        nanos ^ (u64::from(std::process::id()) << 32)
+    });
+    fabric_hw::sampling::SplitMix64(key ^ id).next()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::forwarded_client;
+    use super::{forwarded_client, random_seed};
+    use std::collections::HashSet;
     use std::net::IpAddr;
+
+    /// Requests that name no seed each draw their own, and the key mixed
+    /// into them is drawn once (no clock read a request).
+    #[test]
+    fn requests_without_a_seed_get_seeds_of_their_own() {
+        let seeds: HashSet<u64> = (0..10_000).map(random_seed).collect();
+        assert_eq!(seeds.len(), 10_000, "two requests drew one seed");
+        assert_eq!(random_seed(7), random_seed(7));
+        assert!(
+            (0..100).all(|id| random_seed(id) != id),
+            "the id is the seed"
+        );
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("an address")
