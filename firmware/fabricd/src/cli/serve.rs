@@ -7,7 +7,7 @@ use super::ServeArgs;
 
 pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
     use crate::config::Config;
-    crate::serve::one_arena();
+    crate::serve::tune_malloc();
     let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),

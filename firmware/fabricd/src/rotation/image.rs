@@ -4,7 +4,7 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use fabric_hw::bitstream;
 use fabric_hw::contract::EngineId;
@@ -36,6 +36,9 @@ pub(super) struct CheckedTable {
     /// Bytes of a lane's keys and values the engine keeps after the table
     /// (a transformer's; 0 for a trigram table).
     pub kv_a_lane: u64,
+    /// Read again under a verdict kept from an earlier check
+    /// ([`CheckedTables`]), not hashed and parsed this time.
+    pub kept: bool,
 }
 
 /// Checks `model`'s image of `kind` for `slot`: the manifest's shell is
@@ -126,29 +129,41 @@ pub(super) fn check_table(
         identity,
         crc,
         kv_a_lane: table.kv_bytes_a_lane,
+        kept: false,
     })
 }
 
-/// Tables checked before, kept while their files stay as they were, so
-/// that switching back to a model need not check its table again: reading,
-/// hashing and parsing a table of a few megabytes is most of a switch on a
-/// board's Cortex-A9. A file is as it was when its device, inode, size and
-/// modification and change times are (a table written or replaced since
-/// is read afresh, as git's index trusts a file's stat), and the catalog
-/// still expects what it was checked against. At most `budget` bytes are
-/// kept; the tables least recently checked go first.
-#[derive(Debug)]
+/// What checking a table found, kept while its file stays as it was, so
+/// that switching back to a model need not hash and parse its table again:
+/// hashing a table of a few megabytes is most of a switch on a board's
+/// Cortex-A9. A file is as it was when its device, inode, size and
+/// modification and change times are (a table written or replaced since is
+/// checked afresh, as git's index trusts a file's stat), and the catalog
+/// still expects what it was checked against.
+///
+/// The bytes are not kept: a switch back reads them again, and their CRC-32
+/// (far cheaper than the hash) must be the one the check found, or the
+/// table is checked afresh and refused. A table kept whole was 4.9 MB of
+/// the idle daemon's heap, and took the hostile LAN's peak past its 64 MiB
+/// (results/ab-2026-12-07.md). The engine checks the same CRC again once
+/// the table is in DDR ([`super::program::commit_table`]).
+#[derive(Debug, Default)]
 pub(super) struct CheckedTables {
-    budget: usize,
     kept: Mutex<Vec<Kept>>,
 }
+
+/// The most verdicts kept: far more tables than a catalog holds.
+const KEPT: usize = 64;
 
 #[derive(Debug)]
 struct Kept {
     path: PathBuf,
     stamp: Stamp,
     engine: EngineId,
-    table: Arc<CheckedTable>,
+    sha256: String,
+    identity: String,
+    crc: u32,
+    kv_a_lane: u64,
 }
 
 /// What a file's metadata says of its contents.
@@ -175,57 +190,91 @@ impl Stamp {
 }
 
 impl CheckedTables {
-    pub fn new(budget: usize) -> CheckedTables {
-        CheckedTables {
-            budget,
-            kept: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// `model`'s table checked: the one kept if its file is as it was,
-    /// else read afresh and checked (`check_table`), and kept.
+    /// `model`'s table checked: read again under the verdict kept if its
+    /// file is as it was and its CRC-32 still the one found, else read
+    /// afresh and checked ([`check_table`]), and the verdict kept.
     pub fn check(
         &self,
         catalog: &Catalog,
         model: &CatalogModel,
-    ) -> Result<Arc<CheckedTable>, RotationError> {
+    ) -> Result<CheckedTable, RotationError> {
         let path = catalog.dir.join(&model.table.file);
-        // Before the read: a file written while it is read is read afresh
-        // next time.
+        // Before the read: a file written while it is read is checked
+        // afresh next time.
         let stamp = Stamp::of(&path);
-        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(at) = kept.iter().position(|k| {
-            k.path == path
-                && Some(k.stamp) == stamp
-                && k.engine == model.engine
-                && k.table.sha256 == model.table.sha256
-                && k.table.crc == model.table.crc
-                && Some(&k.table.identity) == model.identity.as_ref()
-        }) {
-            let k = kept.remove(at);
-            let table = k.table.clone();
-            kept.push(k);
+        if let Some(table) = self.again(&path, stamp, model) {
             return Ok(table);
         }
-        kept.retain(|k| k.path != path);
-        drop(kept);
-        let table = Arc::new(check_table(catalog, model)?);
+        let table = check_table(catalog, model)?;
         let Some(stamp) = stamp else {
             return Ok(table);
         };
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         kept.retain(|k| k.path != path);
+        if kept.len() >= KEPT {
+            kept.remove(0);
+        }
         kept.push(Kept {
             path,
             stamp,
             engine: model.engine,
-            table: table.clone(),
+            sha256: table.sha256.clone(),
+            identity: table.identity.clone(),
+            crc: table.crc,
+            kv_a_lane: table.kv_a_lane,
         });
-        let mut total: usize = kept.iter().map(|k| k.table.bytes.len()).sum();
-        while total > self.budget && !kept.is_empty() {
-            total -= kept.remove(0).table.bytes.len();
-        }
         Ok(table)
+    }
+
+    /// The table read again under a verdict kept for `path`, if there is
+    /// one for the file as `stamp` says it is, for what `model` expects,
+    /// and the bytes read still have the CRC found. Any other verdict for
+    /// the path is let go.
+    fn again(
+        &self,
+        path: &Path,
+        stamp: Option<Stamp>,
+        model: &CatalogModel,
+    ) -> Option<CheckedTable> {
+        let (sha256, identity, crc, kv_a_lane) = {
+            let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+            let at = kept.iter().position(|k| k.path == path)?;
+            let k = kept.remove(at);
+            let stands = Some(k.stamp) == stamp
+                && k.engine == model.engine
+                && k.sha256 == model.table.sha256
+                && k.crc == model.table.crc
+                && Some(&k.identity) == model.identity.as_ref();
+            if !stands {
+                return None;
+            }
+            let found = (k.sha256.clone(), k.identity.clone(), k.crc, k.kv_a_lane);
+            // The newest last: the first to go past KEPT is the oldest.
+            kept.push(k);
+            found
+        };
+        let bytes = std::fs::read(path).ok()?;
+        if crc32fast::hash(&bytes) != crc {
+            log::warn!(
+                "rotation: {} changed with its metadata unchanged; checking it afresh",
+                path.display()
+            );
+            self.forget(path);
+            return None;
+        }
+        Some(CheckedTable {
+            bytes,
+            sha256,
+            identity,
+            crc,
+            kv_a_lane,
+            kept: true,
+        })
+    }
+
+    fn forget(&self, path: &Path) {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.retain(|k| k.path != path);
     }
 }
 
@@ -264,16 +313,22 @@ mod tests {
     }
 
     #[test]
-    fn a_table_checked_before_is_kept_until_its_file_changes() {
+    fn a_verdict_is_kept_until_the_tables_file_changes() {
         let dir = tempfile::tempdir().expect("tempdir");
         let cat = catalog_in(dir.path());
         let kjv = cat.get("kjv").expect("kjv").clone();
-        let tables = CheckedTables::new(64 << 20);
+        let tables = CheckedTables::default();
         let first = tables.check(&cat, &kjv).expect("checked");
+        assert!(!first.kept, "checked the first time");
         let again = tables.check(&cat, &kjv).expect("checked");
-        assert!(Arc::ptr_eq(&first, &again), "the unchanged table is kept");
+        assert!(again.kept, "the unchanged file's verdict is kept");
+        assert_eq!(again.bytes, first.bytes, "and its bytes read again");
+        assert_eq!(
+            (&again.sha256, &again.identity, again.crc, again.kv_a_lane),
+            (&first.sha256, &first.identity, first.crc, first.kv_a_lane)
+        );
 
-        // Rewritten in place, the same length: read afresh, and refused.
+        // Rewritten in place, the same length: checked afresh, and refused.
         let path = dir.path().join(&kjv.table.file);
         let mut bytes = std::fs::read(&path).expect("read");
         let last = bytes.len() - 1;
@@ -282,33 +337,73 @@ mod tests {
         let err = tables.check(&cat, &kjv).expect_err("changed");
         assert!(err.to_string().contains("manifest expects"), "{err}");
 
-        // Put back: read afresh, and kept again.
+        // Put back: checked afresh, and kept again.
         bytes[last] ^= 0x01;
         std::fs::write(&path, &bytes).expect("write");
         let back = tables.check(&cat, &kjv).expect("checked");
-        assert!(!Arc::ptr_eq(&first, &back), "read afresh");
-        assert_eq!(back.bytes, first.bytes);
+        assert!(!back.kept, "checked afresh");
+        assert!(tables.check(&cat, &kjv).expect("checked").kept);
     }
 
     #[test]
-    fn tables_past_the_budget_are_let_go_least_recent_first() {
+    fn a_table_changed_behind_unchanged_metadata_is_checked_afresh() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cat = catalog_in(dir.path());
+        let kjv = cat.get("kjv").expect("kjv").clone();
+        let tables = CheckedTables::default();
+        tables.check(&cat, &kjv).expect("checked");
+        // A bit flips on the card where the file's metadata cannot show it
+        // (here: the verdict's stamp brought up to date by hand).
+        let path = dir.path().join(&kjv.table.file);
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes[100] ^= 0x10;
+        std::fs::write(&path, &bytes).expect("write");
+        {
+            let mut kept = tables.kept.lock().expect("lock");
+            kept[0].stamp = Stamp::of(&path).expect("stamp");
+        }
+        let err = tables.check(&cat, &kjv).expect_err("changed");
+        assert!(err.to_string().contains("manifest expects"), "{err}");
+    }
+
+    #[test]
+    fn a_verdict_for_what_the_catalog_no_longer_expects_is_let_go() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cat = catalog_in(dir.path());
+        let kjv = cat.get("kjv").expect("kjv").clone();
+        let tables = CheckedTables::default();
+        tables.check(&cat, &kjv).expect("checked");
+        let mut other = kjv.clone();
+        other.table.sha256 = "00".repeat(32);
+        let err = tables.check(&cat, &other).expect_err("another hash");
+        assert!(err.to_string().contains("manifest expects"), "{err}");
+        assert!(!tables.check(&cat, &kjv).expect("checked").kept);
+    }
+
+    #[test]
+    fn verdicts_past_the_most_kept_are_let_go_oldest_first() {
         let dir = tempfile::tempdir().expect("tempdir");
         let cat = catalog_in(dir.path());
         let kjv = cat.get("kjv").expect("kjv").clone();
         let fortunes = cat.get("fortunes").expect("fortunes").clone();
-        let both = (kjv.table.bytes + fortunes.table.bytes) as usize;
-        let tables = CheckedTables::new(both - 1);
-        let k1 = tables.check(&cat, &kjv).expect("kjv");
-        let f1 = tables.check(&cat, &fortunes).expect("fortunes");
-        let f2 = tables.check(&cat, &fortunes).expect("fortunes");
-        assert!(Arc::ptr_eq(&f1, &f2), "the newest is kept");
-        let k2 = tables.check(&cat, &kjv).expect("kjv");
-        assert!(!Arc::ptr_eq(&k1, &k2), "the oldest was let go");
-
-        let tables = CheckedTables::new(both);
-        let k1 = tables.check(&cat, &kjv).expect("kjv");
+        let tables = CheckedTables::default();
+        tables.check(&cat, &kjv).expect("kjv");
         tables.check(&cat, &fortunes).expect("fortunes");
-        let k2 = tables.check(&cat, &kjv).expect("kjv");
-        assert!(Arc::ptr_eq(&k1, &k2), "both fit");
+        // Copies of fortunes' table under other names fill the rest, and
+        // one more: kjv's verdict, the oldest, goes first.
+        for i in 0..KEPT - 1 {
+            let name = format!("copy{i}.ftb");
+            std::fs::copy(
+                dir.path().join(&fortunes.table.file),
+                dir.path().join(&name),
+            )
+            .expect("copy");
+            let mut copy = fortunes.clone();
+            copy.table.file = name;
+            tables.check(&cat, &copy).expect("copy");
+        }
+        assert_eq!(tables.kept.lock().expect("lock").len(), KEPT);
+        assert!(tables.check(&cat, &fortunes).expect("fortunes").kept);
+        assert!(!tables.check(&cat, &kjv).expect("kjv").kept, "let go");
     }
 }

@@ -94,11 +94,6 @@ pub use error::{
     LoadReport, Program, RestartHandle, RotationConfig, RotationError, OVERLAY_PREFIX,
 };
 
-/// The most table bytes kept checked for switches back (`image::CheckedTables`):
-/// the catalog's two trigram tables several times over, and a small share
-/// of the daemon's 64 MiB.
-const CHECKED_TABLES_BYTES: usize = 16 << 20;
-
 /// Puts `model` into `slot`, which runs its engine, with no daemon around
 /// (`fabricd generate` on a board just booted): its table checked against
 /// the catalog, committed, the slot serving again. Blocks for the commit.
@@ -125,7 +120,7 @@ pub struct Rotator {
     shell: Arc<Shell>,
     /// The slots' table regions, and their commit.
     tables: Arc<Tables>,
-    /// Tables checked before, for switches back to their models.
+    /// What checking each table found, for switches back to its model.
     checked: image::CheckedTables,
     topology: Topology,
     sched: Control,
@@ -193,7 +188,7 @@ impl Rotator {
             catalog,
             shell,
             tables,
-            checked: image::CheckedTables::new(CHECKED_TABLES_BYTES),
+            checked: image::CheckedTables::default(),
             topology,
             sched,
             stats,
@@ -485,7 +480,7 @@ impl Rotator {
         &self,
         slot: u8,
         entry: &CatalogModel,
-        table: Arc<image::CheckedTable>,
+        table: image::CheckedTable,
         image: Option<&image::Checked>,
     ) -> Result<(&'static str, Duration, Duration), RotationError> {
         let t = Instant::now();
@@ -526,12 +521,16 @@ impl Rotator {
             .find(|v| v.index == slot)
             .and_then(|v| v.model);
         let replaced = previous.as_deref().map(str::to_owned);
+        let table_file = match table.kept {
+            true => format!("{}, its file as checked before", entry.table.file),
+            false => entry.table.file.to_string(),
+        };
         log::info!(
             "rotation: loading {} into slot {slot} ({}){}",
             entry.name,
             match &checked {
-                Some(c) => format!("{}, then {}", c.file, entry.table.file),
-                None => format!("a switch: its engine is there; {}", entry.table.file),
+                Some(c) => format!("{}, then {table_file}", c.file),
+                None => format!("a switch: its engine is there; {table_file}"),
             },
             replaced
                 .as_deref()

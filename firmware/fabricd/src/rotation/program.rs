@@ -5,7 +5,6 @@
 //! writes block for the whole load, a commit for the table's read.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric_hw::contract::{EngineId, SlotState};
@@ -78,7 +77,7 @@ impl Rotator {
     pub(super) async fn program_table(
         &self,
         slot: u8,
-        table: Arc<CheckedTable>,
+        table: CheckedTable,
         engine: EngineId,
     ) -> Result<Duration, RotationError> {
         let shell = self.shell.clone();

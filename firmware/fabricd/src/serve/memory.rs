@@ -10,7 +10,7 @@
 //! has fallen, not on every tick.
 //!
 //! The trim runs on the runtime's own thread, not on a blocking thread:
-//! malloc is kept to one arena ([`one_arena`]), so while the walk holds
+//! malloc is kept to one arena ([`tune_malloc`]), so while the walk holds
 //! its lock any thread's next allocation that its thread cache cannot
 //! serve waits for the walk wherever it runs, and a blocking thread bought
 //! the serving thread little. It cost a thread, though: tokio keeps an
@@ -90,29 +90,50 @@ pub async fn give_back(load: impl Fn() -> u64, stop: CancellationToken) {
     }
 }
 
-/// Keeps every thread's allocations in one arena. glibc gives a thread
-/// that finds an arena's lock taken an arena of its own (up to eight a
-/// core), where what threads that then sleep (blocking work, the
-/// simulator's) freed can stay; docs/design.md's design notes say what was
-/// measured. The daemon serves
-/// from one thread, so the one lock is seldom contended. Called before the
-/// runtime and the simulator start their threads. An operator's own
-/// `glibc.malloc.arena_max` (in `GLIBC_TUNABLES`) is left as it is.
+/// malloc's two settings for a daemon on a board's little memory.
+///
+/// One arena for every thread. glibc gives a thread that finds an arena's
+/// lock taken an arena of its own (up to eight a core), where what threads
+/// that then sleep (blocking work, the simulator's) freed can stay;
+/// docs/design.md's design notes say what was measured. The daemon serves
+/// from one thread, so the one lock is seldom contended.
+///
+/// Blocks of a megabyte and more mapped on their own, so that freeing one
+/// gives it back at once. Those are a load's tables and images, read whole
+/// and freed within the load. glibc otherwise raises this threshold to the
+/// size of each such block freed (up to 32 MiB), and the next table then
+/// comes from the heap, whose freed pages stay until a trim: the daemon
+/// held 8 MiB of the start-up's tables at idle so
+/// (results/abuse-2026-12-08.md). A request's blocks are far smaller.
+///
+/// Called before the runtime and the simulator start their threads. An
+/// operator's own `glibc.malloc.arena_max` or `glibc.malloc.mmap_threshold`
+/// (in `GLIBC_TUNABLES`) is left as it is.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
-pub fn one_arena() {
-    if std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.malloc.arena_max")) {
-        return;
+pub fn tune_malloc() {
+    let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    if !tunables.contains("glibc.malloc.arena_max") {
+        // SAFETY: mallopt takes two integers and changes only malloc's
+        // settings; glibc locks what it changes.
+        if unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) } != 1 {
+            log::warn!("serve: could not limit malloc to one arena");
+        }
     }
-    // SAFETY: mallopt takes two integers and changes only malloc's
-    // settings; glibc locks what it changes.
-    if unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) } != 1 {
-        log::warn!("serve: could not limit malloc to one arena");
+    if !tunables.contains("glibc.malloc.mmap_threshold") {
+        // SAFETY: as above.
+        if unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MAPPED_FROM) } != 1 {
+            log::warn!("serve: could not set malloc's mmap threshold");
+        }
     }
 }
 
+/// The size from which a block is mapped on its own ([`tune_malloc`]).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MAPPED_FROM: libc::c_int = 1 << 20;
+
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn one_arena() {}
+pub fn tune_malloc() {}
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]

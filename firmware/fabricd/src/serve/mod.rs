@@ -37,7 +37,7 @@ pub use sim::{default_sim_catalog, start_sim, SimChild};
 
 pub mod agent;
 mod memory;
-pub use memory::one_arena;
+pub use memory::tune_malloc;
 #[cfg(feature = "sim")]
 mod sim;
 
