@@ -104,7 +104,7 @@ pub async fn give_back(load: impl Fn() -> u64, stop: CancellationToken) {
 /// size of each such block freed (up to 32 MiB), and the next table then
 /// comes from the heap, whose freed pages stay until a trim: the daemon
 /// held 8 MiB of the start-up's tables at idle so
-/// (results/abuse-2026-12-08.md). A request's blocks are far smaller.
+/// (results/ab-2026-12-08.md). A request's blocks are far smaller.
 ///
 /// Called before the runtime and the simulator start their threads. An
 /// operator's own `glibc.malloc.arena_max` or `glibc.malloc.mmap_threshold`
