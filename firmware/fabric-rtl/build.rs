@@ -14,9 +14,11 @@ fn main() {
     for dir in ["common", "shell", "engine", "engine/lm", "slot", "sim"] {
         println!("cargo:rerun-if-changed={}", rtl.join(dir).display());
     }
-    // Deliberately broken RTL for scripts/rtl-mutants: a comma-separated
-    // list of crc, cancel, decoupler, irq, commit, bound.
-    println!("cargo:rerun-if-env-changed=FABRIC_RTL_BREAK");
+    // FABRIC_RTL_MUTANTS set: the RTL built with its deliberate breaks
+    // (FABRIC_MUTANTS), each off until a run names it in FABRIC_RTL_BREAK
+    // (read by cosim.cpp and lm.cpp, not here): scripts/rtl-mutants builds
+    // once for all of them.
+    println!("cargo:rerun-if-env-changed=FABRIC_RTL_MUTANTS");
     // FABRIC_RTL_X_INITIAL=unique: every register and memory starts from a
     // random value (Verilator's --x-initial unique and --x-assign unique,
     // the seed set at run time by cosim.cpp), not zero: a design that
@@ -28,12 +30,14 @@ fn main() {
     if std::env::var_os("CARGO_FEATURE_VERILATED").is_none() {
         return;
     }
-    let breaks: Vec<String> = std::env::var("FABRIC_RTL_BREAK")
-        .unwrap_or_default()
-        .split(',')
-        .filter(|b| !b.is_empty())
-        .map(|b| format!("+define+FABRIC_BREAK_{}", b.trim().to_uppercase()))
-        .collect();
+    let mutants = std::env::var_os("FABRIC_RTL_MUTANTS").is_some();
+    // A build with its breaks may leave a signal unused, which is their
+    // point: its warnings are not fatal.
+    let (breaks, no_fatal): (&[&str], &[&str]) = if mutants {
+        (&["+define+FABRIC_MUTANTS"], &["-Wno-fatal"])
+    } else {
+        (&[], &[])
+    };
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
     let obj = out.join("verilated");
     let _ = std::fs::remove_dir_all(&obj);
@@ -53,20 +57,15 @@ fn main() {
         .args(["--cc", "-O3", "--x-assign", x, "--x-initial", x])
         .args(if trace { &["--trace"][..] } else { &[][..] })
         // Every warning, none switched off (scripts/rtl-lint checks each
-        // file the same way); a deliberately broken build may leave a
-        // signal unused, which is the point of it.
+        // file the same way).
         .arg("-Wall")
-        .args(if breaks.is_empty() {
-            &[][..]
-        } else {
-            &["-Wno-fatal"][..]
-        })
+        .args(no_fatal)
         .args(["--top-module", "fabric_cosim", "--Mdir"])
         .arg(&obj)
         .arg(format!("-I{}", rtl.join("shell").display()))
         .arg(format!("-I{}", rtl.join("common").display()))
         .arg(format!("-I{}", rtl.join("engine").display()))
-        .args(&breaks)
+        .args(breaks)
         .args(&sources);
     let status = verilator.status().unwrap_or_else(|e| {
         panic!("the `verilated` feature runs Verilator (apt-get install verilator): {e}")
@@ -80,16 +79,12 @@ fn main() {
     lm_sources.push(rtl.join("common/fabric_axi_rd.v"));
     let status = Command::new("verilator")
         .args(["--cc", "-O3", "--x-assign", x, "--x-initial", x, "-Wall"])
-        .args(if breaks.is_empty() {
-            &[][..]
-        } else {
-            &["-Wno-fatal"][..]
-        })
+        .args(no_fatal)
         .args(["--top-module", "fabric_lm", "--Mdir"])
         .arg(&obj_lm)
         .arg(format!("-I{}", rtl.join("shell").display()))
         .arg(format!("-I{}", rtl.join("engine").display()))
-        .args(&breaks)
+        .args(breaks)
         .args(&lm_sources)
         .status()
         .unwrap_or_else(|e| panic!("verilator: {e}"));
@@ -121,6 +116,9 @@ fn main() {
         .file(include.join("verilated_threads.cpp"));
     if unique {
         build.define("FCS_X_UNIQUE", None);
+    }
+    if mutants {
+        build.define("FCS_MUTANTS", None);
     }
     if trace {
         build

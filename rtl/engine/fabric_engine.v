@@ -70,6 +70,15 @@ module fabric_engine #(
     input  wire           m_rvalid,
     output wire           m_rready
 );
+
+`ifdef FABRIC_MUTANTS
+    // Broken on purpose where the co-simulation is started with
+    // +fabric_break_<name> (scripts/rtl-mutants); FABRIC_MUTANTS is defined
+    // only for that build, never for a design synthesized.
+    reg break_bound;
+    initial break_bound = $test$plusargs("fabric_break_bound") != 0;
+`endif
+
     localparam [31:0] MAGIC = 32'h4654_4232;       // "FTB2"
     localparam [31:0] ENGINE = {16'd2, 16'd1};     // version 2, kind 1: word trigrams
     localparam [31:0] HASH = 32'h9E37_79B1;
@@ -397,9 +406,9 @@ module fabric_engine #(
                     state <= S_PROBE;
                 end
                 S_PROBE: begin
-`ifdef FABRIC_BREAK_BOUND
-                    // Broken on purpose (scripts/rtl-mutants): unbounded.
-                    if (1'b0) begin
+`ifdef FABRIC_MUTANTS
+                    // Broken: unbounded.
+                    if (!break_bound && at + 33'd1 >= words) begin
 `else
                     if (at + 33'd1 >= words) begin
 `endif

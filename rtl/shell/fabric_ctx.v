@@ -95,6 +95,15 @@ module fabric_ctx #(
     output wire [15:0]       en_produced,
     output wire [31:0]       en_us
 );
+
+`ifdef FABRIC_MUTANTS
+    // Broken on purpose where the co-simulation is started with
+    // +fabric_break_<name> (scripts/rtl-mutants); FABRIC_MUTANTS is defined
+    // only for that build, never for a design synthesized.
+    reg break_cancel;
+    initial break_cancel = $test$plusargs("fabric_break_cancel") != 0;
+`endif
+
     reg [31:0]    tag      [0:CPS-1];
     reg [31:0]    a        [0:CPS-1];
     reg [31:0]    b        [0:CPS-1];
@@ -171,9 +180,9 @@ module fabric_ctx #(
     integer k;
     always @(posedge clk)
         for (k = 0; k < CPS; k = k + 1)
-`ifdef FABRIC_BREAK_CANCEL
-            // Broken on purpose (scripts/rtl-mutants): CTX_CANCEL ignored.
-            hit[k] <= 1'b0;
+`ifdef FABRIC_MUTANTS
+            // Broken: CTX_CANCEL ignored.
+            hit[k] <= !break_cancel && busy[k] && cancel[32 * k +: 32] == tag[k];
 `else
             hit[k] <= busy[k] && cancel[32 * k +: 32] == tag[k];
 `endif

@@ -146,6 +146,15 @@ module fabric_decoupler #(
     output wire             rp_bvalid,
     input  wire             rp_bready
 );
+
+`ifdef FABRIC_MUTANTS
+    // Broken on purpose where the co-simulation is started with
+    // +fabric_break_<name> (scripts/rtl-mutants); FABRIC_MUTANTS is defined
+    // only for that build, never for a design synthesized.
+    reg break_decoupler;
+    initial break_decoupler = $test$plusargs("fabric_break_decoupler") != 0;
+`endif
+
     wire        reg_we, reg_re;
     wire [11:0] reg_waddr, reg_raddr;
     wire [31:0] reg_wdata;
@@ -166,7 +175,11 @@ module fabric_decoupler #(
     always @(posedge clk) begin
         if (rst)
             decoupled <= 1'b0;
-`ifndef FABRIC_BREAK_DECOUPLER
+`ifdef FABRIC_MUTANTS
+        // Broken: never decoupled.
+        else if (reg_we && reg_waddr == 12'h000 && !break_decoupler)
+            decoupled <= reg_wdata[0];
+`else
         else if (reg_we && reg_waddr == 12'h000)
             decoupled <= reg_wdata[0];
 `endif

@@ -76,6 +76,15 @@ module fabric_fetch #(
     output reg  [7:0]       ev_code,
     output reg              ev_submitted
 );
+
+`ifdef FABRIC_MUTANTS
+    // Broken on purpose where the co-simulation is started with
+    // +fabric_break_<name> (scripts/rtl-mutants); FABRIC_MUTANTS is defined
+    // only for that build, never for a design synthesized.
+    reg break_crc;
+    initial break_crc = $test$plusargs("fabric_break_crc") != 0;
+`endif
+
 `include "fabric_crc32.vh"
 
     localparam [31:0] EOS = 32'd256;
@@ -197,9 +206,9 @@ module fabric_fetch #(
                 end
 
                 S_CHECK: begin
-`ifdef FABRIC_BREAK_CRC
-                    // Broken on purpose (scripts/rtl-mutants): no CRC check.
-                    c_bad_crc <= d_err;
+`ifdef FABRIC_MUTANTS
+                    // Broken: no CRC check.
+                    c_bad_crc <= d_err || (!break_crc && ~d_crc != d[15]);
 `else
                     c_bad_crc <= d_err || ~d_crc != d[15];
 `endif

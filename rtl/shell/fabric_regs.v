@@ -85,6 +85,20 @@ module fabric_regs #(
     input  wire [NEV-1:0]        ev_cancelled,
     input  wire [NEV-1:0]        ev_token
 );
+
+`ifdef FABRIC_MUTANTS
+    // Broken on purpose where the co-simulation is started with
+    // +fabric_break_<name> (scripts/rtl-mutants); FABRIC_MUTANTS is defined
+    // only for that build, never for a design synthesized.
+`ifdef FABRIC_BREAK_IRQ
+    // Always broken: scripts/formal's build, where nothing reads plusargs.
+    wire break_irq = 1'b1;
+`else
+    reg break_irq;
+    initial break_irq = $test$plusargs("fabric_break_irq") != 0;
+`endif
+`endif
+
     localparam integer NCTX = SLOTS * CPS;
     localparam [31:0]  MAGIC = 32'h4641_4252;  // "FABR"
     localparam [31:0]  VERSION = {16'd2, 16'd0};
@@ -304,9 +318,10 @@ module fabric_regs #(
     // Exactly the contract's equation, a cycle later: running, enabled, and
     // a completion or an event the host has not acknowledged.
     always @(posedge clk)
-`ifdef FABRIC_BREAK_IRQ
-        // Broken on purpose (scripts/rtl-mutants): events raise nothing.
-        irq <= !rst && enabled && irq_enable && cq_tail != cq_head;
+`ifdef FABRIC_MUTANTS
+        // Broken: events raise nothing.
+        irq <= !rst && enabled && irq_enable &&
+               (cq_tail != cq_head || (!break_irq && event_seq != event_ack));
 `else
         irq <= !rst && enabled && irq_enable && (cq_tail != cq_head || event_seq != event_ack);
 `endif

@@ -75,6 +75,15 @@ module fabric_slot_state #(
     output reg            ev_fault,
     output reg  [7:0]     ev_code
 );
+
+`ifdef FABRIC_MUTANTS
+    // Broken on purpose where the co-simulation is started with
+    // +fabric_break_<name> (scripts/rtl-mutants); FABRIC_MUTANTS is defined
+    // only for that build, never for a design synthesized.
+    reg break_commit;
+    initial break_commit = $test$plusargs("fabric_break_commit") != 0;
+`endif
+
     localparam [3:0] SL_EMPTY = 4'd0, SL_LOADING = 4'd1, SL_READY = 4'd2, SL_ERROR = 4'd3,
                      SL_NO_MODEL = 4'd4;
     localparam [7:0] SE_BAD_TABLE = 8'd2, SE_TORN = 8'd4, SE_HUNG = 8'd5, SE_TABLE_READ = 8'd6;
@@ -89,10 +98,10 @@ module fabric_slot_state #(
     // A load begins, or the slot answered what nobody asked.
     wire killing = (decoupled && !dec_seen) || (stray && !torn && !decoupled);
     wire asked = commit != committed && !committing && !settling && !decoupled && !dec_seen;
-`ifdef FABRIC_BREAK_COMMIT
-    // Broken on purpose (scripts/rtl-mutants): a serving slot takes it.
-    wire acts = engine_id != 32'd0 && state != SL_LOADING && state != SL_EMPTY;
-    wire unused_break = ^{quiesce, idle};
+`ifdef FABRIC_MUTANTS
+    // Broken: a serving slot takes it.
+    wire acts = engine_id != 32'd0 && state != SL_LOADING && state != SL_EMPTY &&
+                (break_commit || (quiesce && idle));
 `else
     wire acts = engine_id != 32'd0 && state != SL_LOADING && state != SL_EMPTY &&
                 quiesce && idle;

@@ -29,6 +29,7 @@
 
 #include "Vfabric_cosim.h"
 #include "verilated.h"
+#include "breaks.h"
 #ifdef FCS_TRACE
 #include "verilated_vcd_c.h"
 #endif
@@ -402,6 +403,7 @@ fcs* fcs_new(unsigned read_latency) {
 #ifdef FCS_TRACE
     f->context->traceEverOn(true);
 #endif
+    fabric_breaks(f->context);
     f->top = new Vfabric_cosim(f->context, "fabric");
 #ifdef FCS_TRACE
     // A waveform of every signal, when FABRIC_RTL_TRACE names a directory

@@ -23,6 +23,7 @@
 
 #include "Vfabric_lm.h"
 #include "verilated.h"
+#include "breaks.h"
 
 extern "C" {
 
@@ -159,6 +160,7 @@ flm* flm_new(uint64_t base, uint64_t len, unsigned latency, unsigned stall_permi
     f->context->randReset(2);
     f->context->randSeed(static_cast<int>(seed % 1000000007ULL) + 1);
 #endif
+    fabric_breaks(f->context);
     f->top = new Vfabric_lm{f->context};
     f->base = base;
     f->mem.assign(len, 0);

@@ -112,6 +112,17 @@ module fabric_lm #(
     input  wire             m_bvalid,
     output wire             m_bready
 );
+
+`ifdef FABRIC_MUTANTS
+    // Broken on purpose where the co-simulation is started with
+    // +fabric_break_<name> (scripts/rtl-mutants); FABRIC_MUTANTS is defined
+    // only for that build, never for a design synthesized.
+    reg break_lm_kv;
+    initial break_lm_kv = $test$plusargs("fabric_break_lm_kv") != 0;
+    reg break_lm_rope;
+    initial break_lm_rope = $test$plusargs("fabric_break_lm_rope") != 0;
+`endif
+
 `include "fabric_crc32.vh"
 `include "fabric_exp2.vh"
 
@@ -546,9 +557,9 @@ module fabric_lm #(
     wire [DAW-1:0] kmax_at = val_at + ctx_hd[DAW-1:0];
     wire [DAW-1:0] vmax_at = kmax_at + {{(DAW - 18){1'b0}}, nc, 2'b00};
     // Where the attention reads them from: the lane's own, written above.
-`ifdef FABRIC_BREAK_LM_KV
-    // Broken on purpose (scripts/rtl-mutants): the next lane's.
-    wire [DAW-1:0] rd_off = {{(DAW - 32){1'b0}}, lane_kv};
+`ifdef FABRIC_MUTANTS
+    // Broken: the next lane's.
+    wire [DAW-1:0] rd_off = break_lm_kv ? {{(DAW - 32){1'b0}}, lane_kv} : {DAW{1'b0}};
 `else
     wire [DAW-1:0] rd_off = {DAW{1'b0}};
 `endif
@@ -1349,10 +1360,11 @@ module fabric_lm #(
                 S_ROT: begin
                     if (!kv_sel) begin
                         kv_sel <= 1'b1;
-`ifdef FABRIC_BREAK_LM_ROPE
-                        // Broken on purpose (scripts/rtl-mutants): the key
-                        // rotated for the position after its own.
-                        rpos <= rpos + 16'd1;
+`ifdef FABRIC_MUTANTS
+                        // Broken: the key rotated for the position after
+                        // its own.
+                        if (break_lm_rope)
+                            rpos <= rpos + 16'd1;
 `endif
                         pass(OP_ROT, A_K, A_K, nd, S_ROT);
                     end else begin

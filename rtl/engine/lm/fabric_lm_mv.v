@@ -66,6 +66,15 @@ module fabric_lm_mv #(
     output reg  [VA-1:0]       v_waddr,
     output reg  [31:0]         v_wdata
 );
+
+`ifdef FABRIC_MUTANTS
+    // Broken on purpose where the co-simulation is started with
+    // +fabric_break_<name> (scripts/rtl-mutants); FABRIC_MUTANTS is defined
+    // only for that build, never for a design synthesized.
+    reg break_lm_scale;
+    initial break_lm_scale = $test$plusargs("fabric_break_lm_scale") != 0;
+`endif
+
     localparam [1:0] P_IDLE = 2'd0, P_SCALES = 2'd1, P_WEIGHTS = 2'd2, P_DRAIN = 2'd3;
     localparam integer SROWS = 1 << SA;
 
@@ -280,10 +289,10 @@ module fabric_lm_mv #(
                 sc_i <= {LW{1'b0}};
             end else if (sc_left != {(LW + 1){1'b0}}) begin
                 if (sc_left == LANES[LW:0])
-`ifdef FABRIC_BREAK_LM_SCALE
-                    // Broken on purpose (scripts/rtl-mutants): the row's
-                    // scale dropped, every row's step taken as 1.0.
-                    sc_scale <= 32'h4000_0000;
+`ifdef FABRIC_MUTANTS
+                    // Broken: the row's scale dropped, every row's step
+                    // taken as 1.0.
+                    sc_scale <= break_lm_scale ? 32'h4000_0000 : sb_q;
 `else
                     sc_scale <= sb_q;
 `endif
