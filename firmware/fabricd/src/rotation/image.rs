@@ -144,7 +144,7 @@ pub(super) fn check_table(
 /// The bytes are not kept: a switch back reads them again, and their CRC-32
 /// (far cheaper than the hash) must be the one the check found, or the
 /// table is checked afresh and refused. A table kept whole was 4.9 MB of
-/// the idle daemon's heap, and took the hostile LAN's peak past its 64 MiB
+/// the idle daemon's heap, and of the hostile LAN's peak over its 64 MiB
 /// (results/ab-2026-12-07.md). The engine checks the same CRC again once
 /// the table is in DDR ([`super::program::commit_table`]).
 #[derive(Debug, Default)]
